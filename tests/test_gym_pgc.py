@@ -333,6 +333,8 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, extra: list, match: str) -> Non
     ("extra", "match"),
     [
         (["--mechanism", "laplace", "--epsilon", "1e-300"], "the parameters could move by"),
+        # the advice names only options of this path (--clip, --aggregator-lr are refused here)
+        (["--mechanism", "laplace", "--epsilon", "1e-300"], "raise --epsilon or lower --eta\n"),
         (["--mechanism", "none", "--resume"], "--resume: an interrupted pgc-a3c-gym run"),
     ],
 )
@@ -348,6 +350,17 @@ def test_cli_gym_run_refused_before_any_episode(tmp_path, capsys, extra, match) 
     assert main([*argv, *extra]) == 2
     assert match in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_cli_gym_refusal_of_a_non_empty_out_suggests_no_resume(tmp_path, capsys) -> None:
+    """--env runs cannot be resumed (refused above), so the refusal of a non-empty --out does
+    not suggest --resume (it did: '(or --resume to continue it)')."""
+    (tmp_path / "junk").write_text("x")
+    argv = ["train", "pgc-a3c", "--env", "CartPole-v1", "--private-param", "force_mag=5,20",
+            "--mechanism", "none", "--no-progress", "--out", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "already exists" in err and "--overwrite" in err and "--resume" not in err, err
 
 
 def test_cartpole_gravity_runs_on_the_paper_engine(capsys, tmp_path, monkeypatch) -> None:

@@ -177,16 +177,18 @@ def check_step_scale(cfg: PgcA3cConfig) -> None:
     scale = cfg.effective_clip
     if cfg.mechanism != "none":
         scale *= max(1.0, 2.0 / cfg.epsilon_per_submission)
-    # the Gymnasium trainer's aggregator is SGD at eta
-    lr = cfg.effective_aggregator_lr if isinstance(cfg, PgcA3cConfig) else cfg.eta
+    # the Gymnasium trainer's aggregator is SGD at eta (its --clip, --aggregator-lr refused)
+    pgc = isinstance(cfg, PgcA3cConfig)
+    lr = cfg.effective_aggregator_lr if pgc else cfg.eta
     move = lr * scale * cfg.max_submissions
     if not move <= MAX_THETA_MOVE:
+        opts = "--clip, --aggregator-lr or --eta (the SGD step when --aggregator-lr is none)"
         raise InvalidParameterError(
-            f"--epsilon / --clip / --aggregator-lr: the parameters could move by {move:.3g} "
-            f"(aggregator step {lr:g} x report scale {scale:.3g} x "
+            f"--epsilon / {'--clip / --aggregator-lr' if pgc else '--eta'}: the parameters could "
+            f"move by {move:.3g} (aggregator step {lr:g} x report scale {scale:.3g} x "
             f"{cfg.max_submissions} submissions), beyond the {MAX_THETA_MOVE:g} accepted "
             "(training turns to NaN well before doubles overflow); raise --epsilon or lower "
-            "--clip, --aggregator-lr or --eta (the SGD step when --aggregator-lr is none)"
+            + (opts if pgc else "--eta")
         )
 
 

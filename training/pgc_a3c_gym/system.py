@@ -35,6 +35,7 @@ GYM_PGC = SystemSpec(
         show="ldp_audit.training.pgc_a3c.command:show_gym",
         set_option=False,
         flat_json=True,
+        resume=False,  # the trainer refuses "resume": a non-empty --out suggests --overwrite only
     ),
     tiny_config={
         "env_id": "MountainCar-v0",
