@@ -355,3 +355,15 @@ def test_ghost_and_materialized_paths_release_the_same_update() -> None:
     np.testing.assert_allclose(out[0], out[1], rtol=1e-4, atol=1e-6)
     with pytest.raises(InvalidParameterError, match="per_sample"):
         DprlConfig(**TINY_DQN, per_sample="fast")
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(TINY_RF, noise_multiplier=0.0), "(inf, 1e-05)-DP over 4 updates (ledger: noise "),
+        (dict(TINY_DQN, total_steps=1), "(0, 1e-05)-DP over 0 updates (ledger: nothing charged)"),
+    ],
+)
+def test_privacy_words_say_why_no_method_is_listed(kw: dict, words: str) -> None:
+    """sigma 0 or no update: the ledger lists no method; the words say why (was "(ledger: )")."""
+    assert words in train(DprlConfig(**kw), seed=0).privacy["words"]

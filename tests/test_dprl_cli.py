@@ -106,6 +106,10 @@ def test_bad_cli_input_is_usage_error(tmp_path, capsys, args, needle) -> None:  
     "args, needle",
     [
         (["--privacy", "none", "--canaries", "5"], "canaries audit DP-SGD training"),
+        (
+            ["--privacy", "dpsgd", "--noise-multiplier", "0", "--canaries", "5"],
+            "they need noise_multiplier > 0",
+        ),
         (["--privacy", "dpsgd", "--state-box", "cartpole"], "state_box clips observations"),
         (
             ["--privacy", "obs-noise", "--state-box=-1,1;-1,1;0,0.01;-1,1"],

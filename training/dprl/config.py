@@ -205,6 +205,11 @@ class DprlConfig:
                 f"learning_starts must be <= buffer_size ({self.buffer_size}), got "
                 f"{self.learning_starts}"
             )
+        if self.canaries and self.noise_multiplier == 0:  # Opacus's audit needs noise
+            raise InvalidParameterError(
+                "canaries audit noisy DP-SGD: they need noise_multiplier > 0 (0 releases the "
+                "clipped sum unnoised, epsilon inf: nothing to audit), got noise_multiplier 0"
+            )
         if self.canaries > self.n_params:
             raise InvalidParameterError(
                 f"canaries must be <= the number of model parameters ({self.n_params}: the "

@@ -148,8 +148,12 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
                 f"central DP-SGD, privacy unit = one {unit}: ({fmt_epsilon(eps)}, "
                 f"{cfg.delta:g})-DP over "
                 f"{result.updates if result is not None else '?'} updates (ledger: "
-                + ", ".join(
-                    f"{k} {fmt_epsilon(v) if isinstance(v, float) else v}" for k, v in by.items()
+                + (
+                    ", ".join(
+                        f"{k} {fmt_epsilon(v) if isinstance(v, float) else v}"
+                        for k, v in by.items()
+                    )
+                    or ("nothing charged" if eps == 0 else "noise multiplier 0: epsilon inf")
                 )
                 + ")"
             ),
