@@ -19,6 +19,7 @@ from ldp_audit.errors import InvalidParameterError
 
 __all__ = [
     "find_chromium",
+    "chromium_command",
     "dump_dom",
     "page_check",
     "screenshot",
@@ -62,6 +63,21 @@ def find_chromium() -> str | None:
     return next((path for name in names if (path := shutil.which(name))), None)
 
 
+def chromium_command(binary: str, user_data_dir: str | Path, *extra: str) -> list[str]:
+    """The full Chromium command line with the project's flags and a fresh profile dir."""
+    return [binary, *_FLAGS, f"--user-data-dir={user_data_dir}", *extra]
+
+
+def _binary(binary: str | None) -> str:
+    b = binary or find_chromium()
+    if b is None:
+        raise InvalidParameterError(
+            "chromium must be installed to render a report (run scripts/ensure_chromium.sh), "
+            "found none on PATH"
+        )
+    return b
+
+
 def page_check(
     html_path: str | Path, *, width: int = 1100, binary: str | None = None, timeout: float = 60.0
 ) -> dict:
@@ -85,17 +101,11 @@ def page_check(
 def _chromium(
     binary: str | None, size: str, *args: str, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """Run Chromium headless with the project's flags, a fresh profile, a ``size`` ("W,H")
-    window and ``args``."""
-    b = binary or find_chromium()
-    if b is None:
-        raise InvalidParameterError(
-            "chromium must be installed to render a report (run scripts/ensure_chromium.sh), "
-            "found none on PATH"
-        )
+    """Run Chromium headless with a fresh profile, a ``size`` ("W,H") window and ``args``."""
     with tempfile.TemporaryDirectory(prefix="ldp-audit-chromium-") as tmp:
-        profile = f"--user-data-dir={Path(tmp) / 'profile'}"
-        cmd = [b, *_FLAGS, profile, f"--window-size={size}", *args]
+        cmd = chromium_command(
+            _binary(binary), Path(tmp) / "profile", f"--window-size={size}", *args
+        )
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
