@@ -420,6 +420,11 @@ class Ledger(LedgerQueries):
         """Close the store (idempotent; a ``TallyLedger`` drops its counts)."""
         self._store.close()
 
+    def settle(self) -> None:
+        """Drop the empty journal a writer keeps between charges (``ledger.sqlite-journal``);
+        the ledger stays open for reads and charges (:meth:`RunWriter.finish` calls it)."""
+        self._store.settle()
+
     def __enter__(self) -> Ledger:
         return self
 

@@ -463,11 +463,17 @@ class SqliteStore(RowStore):
                 f"ledger {self.path!r} failed SQLite's integrity check: {problems[:3]!r}"
             )
 
-    def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            if not (self.readonly or self._memory):  # TRUNCATE -> DELETE removes the empty
-                # journal, under the RESERVED lock (never one in use; a hot one rolled back)
+    def settle(self) -> None:
+        """A writer's TRUNCATE journal becomes DELETE: SQLite removes the empty ``-journal``
+        now, under the RESERVED lock (never one in use; a hot one is rolled back first); later
+        charges stay durable (DELETE with ``synchronous=FULL``) and reads go on."""
+        if not (self.readonly or self._memory):
+            with self._lock, contextlib.suppress(sqlite3.Error):
                 self._conn.execute("PRAGMA journal_mode=DELETE")
+
+    def close(self) -> None:
+        self.settle()
+        with contextlib.suppress(sqlite3.Error):
             self._conn.close()
         if self._copy_dir is not None:
             shutil.rmtree(self._copy_dir, ignore_errors=True)

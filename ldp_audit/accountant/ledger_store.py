@@ -115,6 +115,9 @@ class LedgerStore(ABC):
     def close(self) -> None:
         """Release the store (idempotent)."""
 
+    def settle(self) -> None:  # noqa: B027 - optional: most stores keep nothing between writes
+        """Drop what a writer keeps on disk between transactions (the store stays usable)."""
+
 
 class RowStore(LedgerStore):
     """A store of chained charge rows and keyed per-agent records (see the module docstring)."""

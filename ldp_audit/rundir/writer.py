@@ -235,8 +235,9 @@ class RunWriter:
     def finish(self, status: str = "complete", **info: Any) -> Path:
         """Write ``manifest.json`` (status, SHA-256 of every file except the ledger, the
         ledger's anchor, a MAC under the ledger key; after a resume, what was replayed) and mark
-        ``config.json`` with the status. After this the run is read-only for the writer: the
-        ledger :meth:`open_ledger` gave is closed (no empty ``ledger.sqlite-journal`` stays)."""
+        ``config.json`` with the status. After this the run is read-only for the writer; the
+        ledger :meth:`open_ledger` gave stays open for reads, its empty
+        ``ledger.sqlite-journal`` removed (:meth:`Ledger.settle`)."""
         check_choice(status, "status", ("complete", "interrupted", "failed"))
         if self._finished:
             raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
@@ -259,8 +260,8 @@ class RunWriter:
         }
         led = getattr(self, "_ledger", None)
         replay = None if led is None else led.replay_status()
-        if led is not None:  # the run is read-only now; closing drops the empty journal
-            led.close()
+        if led is not None:  # the run is finished: no empty journal stays beside its ledger
+            led.settle()
         man["ledger"] = _ledger_anchor(self.ledger_path)
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
