@@ -179,18 +179,23 @@ def test_chunking_bounds_each_privatize_call(monkeypatch):
     assert r.witness.n1 == 18_000
 
 
-def test_wide_outputs_are_chunked_by_output_width():
-    calls: list[tuple[int, int]] = []
+def _wide(k: int, calls: list[tuple[int, int]]) -> object:
+    """A unary encoding of width ``k`` that records the shape of every draw."""
 
     class Wide:
         epsilon = 1.0
 
         def privatize(self, x, rng):
-            y = UnaryEncoding(1.0, k=2048).privatize(x, rng)
+            y = UnaryEncoding(1.0, k=k).privatize(x, rng)
             calls.append(y.shape)
             return y
 
-    r = audit(Wide(), PAIR, samples=3_000, rng=0, float_bits=False)
+    return Wide()
+
+
+def test_wide_outputs_are_chunked_by_output_width():
+    calls: list[tuple[int, int]] = []
+    r = audit(_wide(2048, calls), PAIR, samples=3_000, rng=0, float_bits=False)
     # chunks of 2^22 / 2048 = 2048 rows: a call never holds more than 2^22 values
     assert max(n * k for n, k in calls) <= 2048 * 2048
     assert r.epsilon_lower_bound >= 0.0 and not r.violation
@@ -204,16 +209,7 @@ def test_outputs_wider_than_the_chunk_over_1024_are_chunked_too(monkeypatch):
 
     monkeypatch.setattr(sampling, "_CHUNK_ELEMENTS", 1 << 14)
     calls: list[tuple[int, int]] = []
-
-    class Wide:
-        epsilon = 1.0
-
-        def privatize(self, x, rng):
-            y = UnaryEncoding(1.0, k=64).privatize(x, rng)
-            calls.append(y.shape)
-            return y
-
-    audit(Wide(), PAIR, samples=3_000, rng=0, float_bits=False)
+    audit(_wide(64, calls), PAIR, samples=3_000, rng=0, float_bits=False)
     assert max(n * k for n, k in calls) <= 1 << 14
 
 
