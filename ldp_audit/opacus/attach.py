@@ -294,6 +294,7 @@ class CanaryAudit:
         self._joins: list[Any] = []  # the canaries that joined each update (indices)
         self._pending: Any = None  # the canaries drawn to join the update being summed
         self._after: list[Any] | None = None  # the parameters after the last released update
+        self._snapped = False  # whether _after holds them (its buffers are reused)
         self._moved: list[int] = []  # updates before which the parameters changed unreleased
         self._charges_since = 0
         self._aborted = 0
@@ -350,7 +351,12 @@ class CanaryAudit:
         def step(*a: Any, **k: Any) -> Any:
             self._record(opt)
             out = orig_step(*a, **k)
-            self._after = [p.detach().clone() for p in self._params]
+            if self._after is None:
+                self._after = [p.detach().clone() for p in self._params]
+            else:  # into the same buffers: no fresh copy of the model a step
+                for b, p in zip(self._after, self._params, strict=True):
+                    b.copy_(p.detach())
+            self._snapped = True
             return out
 
         setattr(opt, hook, clip_and_accumulate)
@@ -472,11 +478,12 @@ class CanaryAudit:
         step, a step with another gradient than the one released)."""
         import torch
 
-        after, self._after = self._after, None
-        if after is not None and not all(
-            torch.equal(p.detach(), a) for p, a in zip(self._params, after, strict=True)
-        ):
-            self._moved.append(len(self._rows))
+        if not self._snapped:
+            return
+        self._snapped = False
+        pairs = zip(self._params, self._after or [], strict=True)
+        if bool(torch.stack([torch.ne(p.detach(), b).any() for p, b in pairs]).any()):
+            self._moved.append(len(self._rows))  # one device sync above, not one per tensor
 
     def _record(self, opt: Any) -> None:
         """The released update recorded (:class:`~ldp_audit.opacus.recorder.UpdateRecorder`)
