@@ -249,15 +249,11 @@ class Engine:
         th = self.agg.theta[g]
         self.row_theta[rows] = th
         self.env._reset_rows_unchecked(rows, initial_states(u[:, 1:]), self.row_gravity[rows])
-        if any(self.record):
-            self._record_broadcast(rows, g)
-
-    def _record_broadcast(self, rows: np.ndarray, g: np.ndarray) -> None:
-        for gi in np.unique(g).tolist():
+        if not any(self.record):
+            return
+        for gi in np.unique(g).tolist():  # each broadcast theta recorded once
             ci = int(self.cfg_of[gi])
-            if not self.record[ci]:
-                continue
-            if self.recorded_version[gi] != self.agg.version[gi]:
+            if self.record[ci] and self.recorded_version[gi] != self.agg.version[gi]:
                 self.tr_thetas[ci].append(self.agg.theta[gi].copy())
                 self.recorded_version[gi] = self.agg.version[gi]
                 self.recorded_index[gi] = len(self.tr_thetas[ci]) - 1

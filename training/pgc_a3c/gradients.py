@@ -24,6 +24,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c._kernels import episode_gradients_kernel
 from ldp_audit.training.pgc_a3c.config import TARGETS
 from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, check_params
+from ldp_audit.validation import check_choice
 
 __all__ = ["loss_gradients"]
 
@@ -62,8 +63,7 @@ def loss_gradients(
     Returns:
         (M, 112) gradients dL/dtheta in our packing.
     """
-    if target not in TARGETS:
-        raise InvalidParameterError(f"target must be one of {TARGETS}, got {target!r}")
+    check_choice(target, "target", TARGETS)
     theta = check_params(theta, DIM)
     # the shapes and values of the episode batch
     m = theta.shape[0]

@@ -23,7 +23,7 @@ from ldp_audit.training.pgc_a3c.privacy import (
     coordinate_warning,
     make_accountant,
 )
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_choice, check_int
 
 __all__ = ["ENGINES", "train", "train_grid"]
 
@@ -105,18 +105,14 @@ def train_grid(
     if len(dirs) != n:
         raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
     workers = check_int(workers, "workers", minimum=1)
-    if not isinstance(engine, str) or engine not in ENGINES:
-        raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
+    check_choice(engine, "engine", ENGINES)
+    check_choice(run_mode, "run_mode", ("new", "overwrite", "resume"))
     for c in configs:
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
             warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
     from ldp_audit.rundir import check_new_dir
     from ldp_audit.training.pgc_a3c.run_dir import open_writer, write_run
 
-    if run_mode not in ("new", "overwrite", "resume"):
-        raise InvalidParameterError(
-            f"run_mode must be 'new', 'overwrite' or 'resume', got {run_mode!r}"
-        )
     given = [d for d in dirs if d is not None]
     if len({str(Path(d).resolve()) for d in given}) != len(given):
         raise InvalidParameterError("run_dirs must be distinct paths")

@@ -14,13 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
 from ldp_audit.training.pgc_a3c._kernels import act_and_record
 from ldp_audit.training.pgc_a3c.config import ACTING
 from ldp_audit.training.pgc_a3c.gradients import loss_gradients
 from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, check_params
-from ldp_audit.validation import check_int, check_rng
+from ldp_audit.validation import check_choice, check_int, check_rng
 
 __all__ = ["rollout", "episode_gradients"]
 
@@ -52,8 +51,7 @@ def rollout(
     """
     theta = check_params(theta, DIM)
     b = theta.shape[0]
-    if acting not in ACTING:
-        raise InvalidParameterError(f"acting must be one of {ACTING}, got {acting!r}")
+    check_choice(acting, "acting", ACTING)
     sample = np.full(b, acting == "sample")
     env = PrivateGravityCartPole(gravity, episode_steps=steps)
     env.reset_rows(np.arange(b), init_states)
