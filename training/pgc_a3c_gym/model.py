@@ -12,6 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from scipy.signal import lfilter
 from scipy.special import softmax
 
 from ldp_audit.errors import InvalidParameterError
@@ -124,15 +125,9 @@ def loss_gradients(
     valid = steps[None, :] < lengths[:, None]
     r = np.where(valid, np.asarray(rewards, dtype=np.float64), 0.0)
     g = float(gamma)
-    pw = g ** steps.astype(np.float64)
-    if big_l == 0 or pw[-1] > 1e-250:
-        v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
-    else:  # gamma^L underflows: backward recursion
-        v_hat = np.empty_like(r)
-        acc = np.zeros(m)
-        for t in range(big_l - 1, -1, -1):
-            acc = r[:, t] + g * acc
-            v_hat[:, t] = acc
+    # sum_{j>=t} gamma^{j-t} r_j = r_t + gamma (the same from t + 1): a first-order recursive
+    # filter run backwards over the steps (no gamma^-t factor to overflow)
+    v_hat = lfilter([1.0], [1.0, -g], r[:, ::-1], axis=1)[:, ::-1]
     v_hat = v_hat + g ** np.maximum(lengths[:, None] - steps[None, :], 0) * v_last[:, None]
     adv = v_hat - v[:, :big_l]
     zt = z[:, :big_l]
