@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.signal import lfilter
-from scipy.special import softmax
+from scipy.special import log_softmax, softmax
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import SyncParamVectorEnv, make_param_vector_env
@@ -130,9 +130,7 @@ def loss_gradients(
     v_hat = lfilter([1.0], [1.0, -g], r[:, ::-1], axis=1)[:, ::-1]
     v_hat = v_hat + g ** np.maximum(lengths[:, None] - steps[None, :], 0) * v_last[:, None]
     adv = v_hat - v[:, :big_l]
-    zt = z[:, :big_l]
-    zmax = zt.max(axis=2, keepdims=True)
-    logp = zt - (zmax + np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True)))
+    logp = log_softmax(z[:, :big_l], axis=2)
     pi = np.exp(logp)
     ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
     a_idx = np.asarray(actions, dtype=np.int64)
