@@ -163,9 +163,8 @@ def ledger_figure(
         ax1.axhline(led.budget, color="k", ls=":", lw=1.2, label="budget")
     ax1b = None
     if spend.size:
-        inverse, _, _ = _release_index(releases)
-        first = np.zeros(inverse.size, dtype=bool)
-        first[np.unique(inverse, return_index=True)[1]] = True
+        first = np.zeros(spend.size, dtype=bool)  # each id's first release
+        first[np.unique(_release_index(releases)[0], return_index=True)[1]] = True
         ax1b = ax1.twinx()
         ax1b.plot(
             n[idx],
