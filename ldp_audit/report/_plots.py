@@ -266,18 +266,15 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
         return None
     fig = Figure(figsize=(10, 1.8 + 0.55 * len(rows)), layout="constrained")
     ax = fig.subplots()
-    finite = [
-        x
-        for r, v in rows
-        for x in (
-            r["claimed_epsilon"],
-            v["epsilon_lower_bound"],
-            r["exact_epsilon"],
-            v.get("point_estimate"),
-        )
-        if x is not None and math.isfinite(x)
-    ]
-    xmax = 1.25 * max(finite + [1.0])
+    keys = ("claimed_epsilon", "exact_epsilon")
+    xs = np.array(  # None: NaN
+        [
+            [r[k] for k in keys] + [v["epsilon_lower_bound"], v.get("point_estimate")]
+            for r, v in rows
+        ],
+        dtype=float,
+    )
+    xmax = 1.25 * xs[np.isfinite(xs)].max(initial=1.0)
     labels = []
     for i, (r, v) in enumerate(rows):
         c = _RED if v["violation"] else _BLUE
