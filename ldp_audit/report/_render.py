@@ -193,6 +193,13 @@ def _slug(heading: str) -> str:
     return keep.strip().replace(" ", "-")
 
 
+def _has_local_agents(m: dict[str, Any]) -> bool:
+    """Whether the ledger charged any agent locally (a central-only run, DP-SGD, has no
+    per-agent spend to plot or rank: that figure and table are left out)."""
+    led = m.get("ledger") or {}
+    return bool(led.get("agents")) or not led.get("central")
+
+
 def _empty_section_note(sec: dict[str, Any]) -> str | None:
     """What to say for an algorithm section that supplied no text, table or figure."""
     if any(p.strip() for p in sec["paragraphs"]) or sec["tables"] or sec["figures"]:
@@ -267,8 +274,7 @@ def _body(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> list[str]:
     d.table(*t["scopes"])
     if m.get("claim"):
         d.table(*t["claim"])
-    # a central-only run (DP-SGD) has no per-agent spend to plot or rank: left out
-    if m["ledger"].get("agents") or not m["ledger"].get("central"):
+    if _has_local_agents(m):
         d.fig("ledger")
         d.add(f"<h3>{esc(top_title(m['ledger']))}</h3>", f"### {top_title(m['ledger'])}")
         d.table(*t["top"])
