@@ -43,7 +43,7 @@ def test_load_run_reads_every_part(run: Path) -> None:
     # PGC-A3C's own files are read by its report sections (ldp_audit.training.pgc_a3c.report)
     pgc = load_pgc(run, data.config, data.metrics)
     assert not isinstance(pgc, list)
-    assert pgc.n_submissions == 120 and pgc.dim == 4
+    assert pgc.transcript["report"].shape == (120, 4)
     assert pgc.secrets is not None and pgc.secrets["gravity"].shape == (120,)
 
 

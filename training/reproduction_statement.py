@@ -29,7 +29,6 @@ __all__ = [
     "system_of",
     "statement_lines",
     "fingerprint_words",
-    "check_command",
     "report_folder",
 ]
 
@@ -113,11 +112,6 @@ def fingerprint_words(res: dict[str, Any]) -> str:
     return words + "; no CPU model or instruction-set fingerprint recorded in results.json"
 
 
-def check_command(folder: str) -> str:
-    """The command that compares a rerun with the committed report in ``folder``."""
-    return f"ldp-audit reproduce check RERUN_FOLDER {folder}"
-
-
 _RERUN = {
     "pgc-a3c": "the fused NumPy/Numba engine draws every noise value from seeded generators "
     "and its results do not depend on the worker count",
@@ -134,8 +128,8 @@ def _rerun_line(system: str, res: dict[str, Any], folder: str) -> str:
         f"- **Reproduces:** bit for bit only with the same command and seed on the same CPU "
         f"family and library versions ({_RERUN[system]}). Made on {fingerprint_words(res)}. On "
         "another CPU, torch or BLAS the float arithmetic may round differently and a "
-        "trajectory may turn another way, so per-run numbers can differ: compare a rerun's "
-        f"cells with the committed intervals with `{check_command(folder)}`."
+        "trajectory may turn another way, so per-run numbers can differ: compare a rerun's cells "
+        f"with the committed intervals with `ldp-audit reproduce check RERUN_FOLDER {folder}`."
     )
 
 

@@ -93,15 +93,15 @@ class Report:
         figs.mkdir(parents=True, exist_ok=True)
         for name, png in self.figures.items():
             (figs / f"{name}.png").write_bytes(png)
-        paths = {
-            "html": out / "index.html",
-            "markdown": out / "report.md",
-            "json": out / "report.json",
-            "figures": figs,
+        pages = {
+            "html": ("index.html", self.to_html()),
+            "markdown": ("report.md", self.to_markdown("figures")),
+            "json": ("report.json", self.to_json() + "\n"),
         }
-        paths["html"].write_text(self.to_html(), encoding="utf-8")
-        paths["markdown"].write_text(self.to_markdown("figures"), encoding="utf-8")
-        paths["json"].write_text(self.to_json() + "\n", encoding="utf-8")
+        paths = {k: out / name for k, (name, _) in pages.items()}
+        for k, (_, text) in pages.items():
+            paths[k].write_text(text, encoding="utf-8")
+        paths["figures"] = figs
         from ldp_audit.rundir import is_run_dir
         from ldp_audit.rundir.seal import REPORT_FILES, seal_analyses
 
@@ -195,15 +195,9 @@ def build_report(
     from ldp_audit.report import _plots
 
     figs = {"ledger": _plots.ledger_figure(data, ledger, model, releases=part.releases)}
-    draws = (
-        _plots.audit_figure,
-        _plots.profile_figure,
-        _plots.tradeoff_figure,
-        _plots.attack_figure,
-    )
-    for draw in draws:  # each figure the model has data for, named "audit", "profile", ...
-        if (png := draw(model)) is not None:
-            figs[draw.__name__.removesuffix("_figure")] = png
+    for name in ("audit", "profile", "tradeoff", "attack"):  # each one the model has data for
+        if (png := getattr(_plots, f"{name}_figure")(model)) is not None:
+            figs[name] = png
     figs.update(part.figures)
     return Report(model=model, figures=figs)
 

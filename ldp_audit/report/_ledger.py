@@ -106,28 +106,18 @@ def read_ledger(
     except (LdpAuditError, sqlite3.Error) as exc:
         raise RunDirectoryError(f"{path}: ledger cannot be read ({exc})") from exc
     else:
-        chain_head = ledger.chain_head()
-        events = _event_kinds(ledger)
-        counts = _charge_counts(ledger)
-        central_by = _central_by_method(acc, central, delta)
+        read = {
+            "chain_head": ledger.chain_head(),
+            "events": _event_kinds(ledger),
+            "charge_counts": _charge_counts(ledger),
+            "central_by_method": _central_by_method(acc, central, delta),
+        }
     finally:
         ledger.close()
     if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)):
         budget = None
     return LedgerStats(
-        agents,
-        basic,
-        best,
-        method,
-        float(delta),
-        budget,
-        central,
-        remaining,
-        budget_method,
-        chain_head,
-        events,
-        central_by,
-        counts,
+        agents, basic, best, method, float(delta), budget, central, remaining, budget_method, **read
     )
 
 

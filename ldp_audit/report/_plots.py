@@ -163,9 +163,8 @@ def ledger_figure(
         ax1.axhline(led.budget, color="k", ls=":", lw=1.2, label="budget")
     ax1b = None
     if spend.size:
-        inverse, _, _ = _release_index(releases)
-        first = np.zeros(inverse.size, dtype=bool)
-        first[np.unique(inverse, return_index=True)[1]] = True
+        first = np.zeros(spend.size, dtype=bool)  # each id's first release
+        first[np.unique(_release_index(releases)[0], return_index=True)[1]] = True
         ax1b = ax1.twinx()
         ax1b.plot(
             n[idx],
@@ -179,10 +178,8 @@ def ledger_figure(
         ax1b.tick_params(axis="y", colors=_GREY)
         ax1b.set_ylim(bottom=0)
     legend_below(ax1, also=ax1b)  # one legend for both y-axes, below the panel
-    ax1.set_xlabel("submission n (arrival order)")
-    ax1.set_ylabel("spent epsilon per agent")
+    ax1.set(xlabel="submission n (arrival order)", ylabel="spent epsilon per agent", ylim=(0, None))
     ax1.set_title("Spent epsilon over submissions", wrap=True)
-    ax1.set_ylim(bottom=0)
     _spend_hist(ax2, led)
     return figure_png(fig)
 
@@ -231,8 +228,7 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
         top = ax2.get_ylim()[1]
         ax2.set_ylim(0, top * (1.0 + 0.1 * (len(notes) + 1)))  # room for the notes
     ax2.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
-    ax2.set_xlabel("spent epsilon (local scope)")
-    ax2.set_ylabel("number of agents")
+    ax2.set(xlabel="spent epsilon (local scope)", ylabel="number of agents")
     ax2.set_title(f"Per-agent spend ({plural(led.basic.size, 'agent')})", wrap=True)
 
 
@@ -257,9 +253,7 @@ def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None)
         legend_below(ax, ncols=1)
         ax.set_ylim(0, max(ax.get_ylim()[1], 1.15 * eps))
     ax.set_xticks([0, 1], [f"{n}\n{plural(v.size, 'id')}" for n, v in groups])
-    ax.set_xlim(-0.6, 1.6)
-    ax.set_ylim(bottom=0)
-    ax.set_ylabel("spent epsilon (tightest method)")
+    ax.set(xlim=(-0.6, 1.6), ylim=(0, None), ylabel="spent epsilon (tightest method)")
     ax.set_title("Ledger scopes side by side (never summed)", wrap=True)
 
 
@@ -272,18 +266,15 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
         return None
     fig = Figure(figsize=(10, 1.8 + 0.55 * len(rows)), layout="constrained")
     ax = fig.subplots()
-    finite = [
-        x
-        for r, v in rows
-        for x in (
-            r["claimed_epsilon"],
-            v["epsilon_lower_bound"],
-            r["exact_epsilon"],
-            v.get("point_estimate"),
-        )
-        if x is not None and math.isfinite(x)
-    ]
-    xmax = 1.25 * max(finite + [1.0])
+    keys = ("claimed_epsilon", "exact_epsilon")
+    xs = np.array(  # None: NaN
+        [
+            [r[k] for k in keys] + [v["epsilon_lower_bound"], v.get("point_estimate")]
+            for r, v in rows
+        ],
+        dtype=float,
+    )
+    xmax = 1.25 * xs[np.isfinite(xs)].max(initial=1.0)
     labels = []
     for i, (r, v) in enumerate(rows):
         c = _RED if v["violation"] else _BLUE
@@ -316,10 +307,8 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
         verdict = "VIOLATION" if v["violation"] else "no violation found"
         labels.append(f"{_short_mech(r['mechanism'])}\n{v['kind']}: {verdict}")
     ax.set_yticks(np.arange(len(rows)), labels, fontsize=8)
-    ax.set_xlim(0, xmax)
-    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set(xlim=(0, xmax), ylim=(-0.6, len(rows) - 0.4), xlabel="epsilon")
     ax.invert_yaxis()
-    ax.set_xlabel("epsilon")
     ax.set_title(
         "Audit verdicts: true epsilon in the shaded interval (at the confidence)", wrap=True
     )
@@ -362,8 +351,7 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
                 color=c,
             )
     ax.set_xscale("symlog", linthresh=lin)
-    ax.set_ylim(0, 1.15 * top + 1e-9)
-    ax.set_xlabel("delta (symmetric log scale; 0 at the left)")
+    ax.set(ylim=(0, 1.15 * top + 1e-9), xlabel="delta (symmetric log scale; 0 at the left)")
     ax.set_ylabel("epsilon")
     ax.set_title(
         "Privacy profile: audited epsilon lower bound vs the claimed epsilon(delta)", wrap=True
@@ -408,14 +396,10 @@ def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
     grid = np.geomspace(lo, 1.0, 200)
     ax_lin.plot([0, 1], [1, 0], ":", color="grey", lw=1, label="no privacy loss (1 - alpha)")
     ax_log.plot(grid, 1 - grid, ":", color="grey", lw=1)
-    ax_lin.set_xlim(0, 1)
-    ax_log.set_xscale("log")
-    ax_log.set_xlim(lo, 1)
+    ax_lin.set(xlim=(0, 1), xlabel="type I error alpha (upper bound)")
+    ax_log.set(xscale="log", xlim=(lo, 1), xlabel="type I error alpha (upper bound, log scale)")
     for ax in (ax_lin, ax_log):
-        ax.set_ylim(0, 1.02)
-        ax.set_ylabel("type II error beta (upper bound)")
-    ax_lin.set_xlabel("type I error alpha (upper bound)")
-    ax_log.set_xlabel("type I error alpha (upper bound, log scale)")
+        ax.set(ylim=(0, 1.02), ylabel="type II error beta (upper bound)")
     ax_lin.set_title("Whole trade-off", fontsize=10, wrap=True)
     ax_log.set_title("Small type I errors (log scale)", fontsize=10, wrap=True)
     fig.suptitle(
@@ -460,9 +444,7 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
         imp = r["implied_epsilon_lower_bound"]
         if imp is not None and math.isfinite(imp) and imp > 0:
             ax.axvline(imp, color=c, ls="--", lw=1, label=f"{r['name']} implied eps >= {imp:.3g}")
-    ax.set_xlim(0, xmax)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("epsilon of one report")
+    ax.set(xlim=(0, xmax), ylim=(0, 1.02), xlabel="epsilon of one report")
     ax.set_ylabel("attack accuracy")
     ax.set_title("Attack accuracy vs chance and the ceiling the claim allows", wrap=True)
     legend_below(ax, ncols=3)

@@ -256,11 +256,8 @@ def system_report(
     if not callable(func):
         return failed(f"{mod_name} has no function {func_name!r}", False)
     try:
-        args = (Path(run_dir), list(extra) if extra else None)
-        if context is not None and _wants_context(func):
-            raw = func(*args, context=context)
-        else:
-            raw = func(*args)
+        kw = {"context": context} if context is not None and _wants_context(func) else {}
+        raw = func(Path(run_dir), list(extra) if extra else None, **kw)
     except RunDirectoryError:
         raise  # the system refuses the run: named file, as load_run's own checks
     except Exception as exc:

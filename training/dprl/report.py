@@ -35,8 +35,7 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     if mu.size:
         ax.plot(np.arange(SOLVED_WINDOW, returns.size + 1), mu, label="mean of last 25")
     ax.axhline(SOLVED_RETURN, ls=":", color="k", label="solved (475)")
-    ax.set_xlabel("episode")
-    ax.set_ylabel("return")
+    ax.set(xlabel="episode", ylabel="return")
     ax.set_title(f"{cfg.algo} / {cfg.privacy} (sigma={cfg.noise_multiplier:g})")
     ax.legend(fontsize=7)
     conv = met.get("convergence_episode")

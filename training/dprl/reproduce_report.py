@@ -83,8 +83,7 @@ def figures(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) -> dict
                 ax.fill_between(x, *band, alpha=0.2)
             ax.axhline(475, ls=":", color="k")
             ax.set_title(f"{algo.upper()} ({'DP-SGD' if dp else 'observation noise'})")
-            ax.set_xlabel("episode")
-            ax.set_ylabel("return (mean of 25; band: min-max over seeds)")
+            ax.set(xlabel="episode", ylabel="return (mean of 25; band: min-max over seeds)")
             ax.legend(fontsize=7)
             ax_c.errorbar(xs, ys, yerr=[np.subtract(ys, lo), np.subtract(hi, ys)], marker="o",
                           capsize=3)  # fmt: skip
@@ -92,8 +91,9 @@ def figures(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) -> dict
                 if k:
                     ax_c.annotate(f"{k}/{s.seeds} unsolved", (x, y), fontsize=7)
             ax_c.set_title(f"{algo.upper()}: convergence ({'DP-SGD' if dp else 'obs.'})")
-            ax_c.set_xlabel("noise multiplier sigma")
-            ax_c.set_ylabel("episodes to solve (unsolved = run length)")
+            ax_c.set(
+                xlabel="noise multiplier sigma", ylabel="episodes to solve (unsolved = run length)"
+            )
         for name, f in ((fr, fig), (fc, fig_c)):
             f.tight_layout()
             f.savefig(out / f"{name}.png", dpi=100)

@@ -42,8 +42,7 @@ def _curve_png(runs: list[dict[str, Any]]) -> bytes:
         ys = np.asarray(r["curve_success"], dtype=float)
         xs = (np.arange(len(ys)) + 1) * r["curve_every"]
         ax.plot(xs, ys, label=f"{r['method']} run {r['trial']}", lw=1)
-    ax.set_xlabel("training iteration")
-    ax.set_ylabel("training-episode success rate")
+    ax.set(xlabel="training iteration", ylabel="training-episode success rate")
     ax.legend(fontsize=6)
     return figure_png(fig)
 

@@ -80,7 +80,6 @@ class PgcRun:
         config: config.json.
         metrics: metrics.json (with ``zeta``).
         transcript: transcript.npz's arrays.
-        model_theta: model.npz's ``theta``, shape (K, d).
         secrets: secrets.npz's arrays, or None when absent.
     """
 
@@ -88,18 +87,7 @@ class PgcRun:
     config: dict[str, Any]
     metrics: dict[str, Any]
     transcript: dict[str, np.ndarray]
-    model_theta: np.ndarray
     secrets: dict[str, np.ndarray] | None
-
-    @property
-    def n_submissions(self) -> int:
-        """N, the number of transcript rows."""
-        return int(self.transcript["trial"].shape[0])
-
-    @property
-    def dim(self) -> int:
-        """d, the dimension of a report."""
-        return int(self.transcript["report"].shape[1])
 
     def releases(self) -> list[str]:
         """The ledger id ("<trial>/<agent>") of every transcript row, in arrival order."""
@@ -155,7 +143,7 @@ def load_pgc(
             path / "secrets.npz",
             f"'gravity' must have shape (N={tr['trial'].shape[0]},), got {g.shape}",
         )
-    return PgcRun(path, config, metrics, tr, model["theta"], secrets)
+    return PgcRun(path, config, metrics, tr, secrets)
 
 
 # ---------------------------------------------------------------------- learning (eqs. 25-27)
@@ -240,14 +228,14 @@ def learning_figure(run: PgcRun, learn: dict[str, Any]) -> bytes:
 
     from ldp_audit.report.plugin import COLORS, figure_png, legend_below, thin
 
-    blue, orange, green, red, grey = COLORS
+    blue, grey = COLORS[0], COLORS[4]
     paper_horizon = 90_000  # the horizon of the paper's Tables 1-3 (submissions per trial)
     z, mu, fst = zeta_matrix(run), mu_matrix(run), fst_values(run)
     fig = Figure(figsize=(10, 4.3), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2, width_ratios=(2, 1))
     n = np.arange(1, z.shape[1] + 1)
     idx = thin(z.shape[1])
-    colors = [blue, orange, green, red, "#9467bd", "#8c564b"]
+    colors = [*COLORS[:4], "#9467bd", "#8c564b"]
     for i in range(z.shape[0]):
         c = colors[i % len(colors)]
         lab = "" if z.shape[0] > 6 else f" (trial {i})"
@@ -258,8 +246,7 @@ def learning_figure(run: PgcRun, learn: dict[str, Any]) -> bytes:
     ax1.axhline(
         learn["target_score"], color="k", ls=":", lw=1, label=f"target {learn['target_score']:g}"
     )
-    ax1.set_xlabel("submission n")
-    ax1.set_ylabel("score")
+    ax1.set(xlabel="submission n", ylabel="score")
     reached = int(np.isfinite(fst).sum())
     if reached:
         ax1.plot([], [], color="k", ls="--", lw=0.8, label="FST (eq. 26)")
@@ -293,9 +280,7 @@ def learning_figure(run: PgcRun, learn: dict[str, Any]) -> bytes:
                 fontsize=8,
                 color=grey,
             )
-    ax2.set_ylim(-0.02, 1.02)
-    ax2.set_xlabel("submissions n")
-    ax2.set_ylabel("success ratio")
+    ax2.set(ylim=(-0.02, 1.02), xlabel="submissions n", ylabel="success ratio")
     ax2.set_title(f"Success ratio (eq. 27), {noun(int(fst.size), 'trial')}", fontsize=10, wrap=True)
     legend_below(ax2, ncols=1)
     return figure_png(fig)
@@ -434,9 +419,9 @@ def story_sentence(st: dict[str, Any]) -> str:
 def _transcript_section(run: PgcRun, story: dict[str, Any], sentence: str) -> dict[str, Any]:
     tr = run.transcript
     shape = {
-        "submissions": run.n_submissions,
+        "submissions": int(tr["trial"].shape[0]),
         "trials": int(np.unique(tr["trial"]).size),
-        "dim": run.dim,
+        "dim": int(tr["report"].shape[1]),
         "distinct_thetas": int(tr["thetas"].shape[0]),
     }
     rows = [
