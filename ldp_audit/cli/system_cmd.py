@@ -356,6 +356,17 @@ def _artifact_name(system: Any, attack: str) -> str:
     return f"attack_{first.replace('-', '_').lower()}.json"
 
 
+def _check_artefact(target: Path, overwrite: bool, hint: str = "") -> None:
+    """A run's named artefact is never silently replaced, and a read-only run is refused,
+    before any work."""
+    if target.exists() and not overwrite:
+        raise RunDirectoryError(
+            f"{target} already exists (a run's named artefact is never silently replaced); "
+            f"pass --overwrite to replace it{hint}"
+        )
+    check_parent_writable(target, "--run-dir")
+
+
 def _generic_attack(args: argparse.Namespace) -> int:
     return attack_run_dir(args, args.attack_name, _forwarded(args))
 
@@ -391,13 +402,8 @@ def attack_run_dir(
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
     elif artefact:
-        target = Path(args.run_dir) / _artifact_name(system, name)
-        if target.exists() and not args.overwrite:
-            raise RunDirectoryError(
-                f"{target} already exists; write this result elsewhere with --out FILE, or pass "
-                "--overwrite to replace it"
-            )
-        check_parent_writable(target, "--run-dir")  # a read-only run: refused before work
+        hint = ", or write this result elsewhere with --out FILE"
+        _check_artefact(rd.path / _artifact_name(system, name), args.overwrite, hint)
     sizes = getattr(_attack_commands(system).get(name), "sizes", None)
     if sizes:  # before any work (--force runs anyway)
         est = systems.call(sizes, f"attack {name!r} sizes")(rd.train_config, **kw)
@@ -467,13 +473,7 @@ def audit_run_dir(args: argparse.Namespace) -> int:
 
     args._evidence = check_evidence(args)  # the claim is read from config.json: verified first
     rd = RunDir(args.run_dir)
-    target_file = rd.path / "audit.json"
-    if target_file.exists() and not args.overwrite:
-        raise RunDirectoryError(
-            f"{target_file} already exists; pass --overwrite to replace it (a run's named "
-            "artefact is never silently replaced)"
-        )
-    check_parent_writable(target_file, "--run-dir")  # a read-only run: refused before work
+    _check_artefact(rd.path / "audit.json", args.overwrite)
     own = audit_options(args)  # as for --mechanism
     runs, skipped = [], []
     for t in rd.system.audit_targets(rd.train_config):  # may refuse, with the reason
