@@ -75,21 +75,8 @@ def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "
         dest="reports",
         metavar="T",
     )
-    p.add_argument("--agents", type=_count("--agents"), default=300, help="agents attacked")
-    p.add_argument(
-        "--shadow",
-        type=_count("--shadow"),
-        default=shadow,
-        help=shadow_help or "shadow episodes per candidate",
-    )
     add_flags(p, malicious="broadcast a crafted theta")
-    p.add_argument(
-        "--train-submissions",
-        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
-        default=0,
-        help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
-    )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    _population(p, "agents attacked", shadow, shadow_help, 1, 0)
     p.add_argument("--confidence", type=confidence(), default=0.95)
     add_flags(p, json="print the result as JSON on stdout", no_progress="no progress bar on stderr")
     p.add_argument("--out", help="also write the JSON result to this (new) file")
@@ -98,6 +85,23 @@ def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "
         p, overwrite="replace an existing --out/--plot file (or the run's attack_*.json artefact)"
     )
     add_force_argument(p)
+
+
+def _population(
+    p: argparse.ArgumentParser, agents: str, shadow: Any, shadow_help: str, least: int, subs: int
+) -> None:
+    """``--agents``, ``--shadow`` (at least ``least``), ``--train-submissions`` and ``--seed``:
+    the attacked population and the honest theta, shared by the attacks and the sweep."""
+    p.add_argument("--agents", type=_count("--agents"), default=300, help=agents)
+    help_shadow = shadow_help or "shadow episodes per candidate"
+    p.add_argument("--shadow", type=_count("--shadow", least), default=shadow, help=help_shadow)
+    p.add_argument(
+        "--train-submissions",
+        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
+        default=subs,
+        help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
+    )
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
 
 
 def register(subparsers: Any) -> None:
@@ -411,12 +415,8 @@ def _sweep_thetas(text: str) -> str:
 
 def _sweep_arguments(s: argparse.ArgumentParser) -> None:
     """The options of ``attack sweep`` (:func:`ldp_audit.attacks.sweep.sweep`'s parameters)."""
-    s.add_argument(
-        "--agents", type=_count("--agents"), default=300, help="agents attacked per cell"
-    )
-    s.add_argument(  # the classifier needs more samples than classes
-        "--shadow", type=_count("--shadow", 2), default=1000, help="shadow episodes per candidate"
-    )
+    # the classifier needs more samples than classes: --shadow >= 2
+    _population(s, "agents attacked per cell", 1000, "", 2, 3000)
     s.add_argument(
         "--thetas",
         type=_sweep_thetas,
@@ -424,17 +424,11 @@ def _sweep_arguments(s: argparse.ArgumentParser) -> None:
         help="comma list of " + "/".join(THETAS),
     )
     s.add_argument(
-        "--train-submissions",
-        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
-        default=3000,
-    )
-    s.add_argument(
         "--probe",
         type=_count("--probe"),
         default=1000,
         help="craft_theta probe episodes per candidate",
     )
-    s.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     s.add_argument(
         "--out",
         help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "
