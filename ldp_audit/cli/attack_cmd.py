@@ -31,6 +31,8 @@ from ldp_audit.cli.system_cmd import attack_run_dir, register_attacks
 from ldp_audit.cli.types import (
     add_backend_arguments,
     add_flags,
+    add_int,
+    add_real,
     check_creatable,
     check_not_inside_run,
     check_workers,
@@ -51,9 +53,9 @@ _MIN_CANARIES = 20
 _MAX_COMPOSED = 700.0
 
 
-def _count(name: str, minimum: int = 1, maximum: int = _MAX_COUNT) -> Any:
-    """A count whose arrays (reports, shadow gradients) are held in memory."""
-    return int_at_least(name, minimum, maximum, "the attack holds arrays of this size in memory")
+def _count(p: Any, flag: str, minimum: int = 1, maximum: int = _MAX_COUNT, **kw: Any) -> None:
+    """A count option whose arrays (reports, shadow gradients) are held in memory."""
+    add_int(p, flag, minimum, maximum, "the attack holds arrays of this size in memory", **kw)
 
 
 def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "") -> None:
@@ -63,18 +65,8 @@ def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "
         type=epsilon_or_inf,
         help="epsilon of ONE report (T reports compose to T * epsilon; default 1); not with 'none'",
     )
-    p.add_argument(
-        "--clip",
-        type=real_in("--clip", low=0.0),
-        help="C (default 0.01 Laplace, 1 PRS); not with 'none'",
-    )
-    p.add_argument(
-        "--reports-per-agent",
-        type=_count("--reports-per-agent", 1, 10_000),
-        default=1,
-        dest="reports",
-        metavar="T",
-    )
+    add_real(p, "--clip", help="C (default 0.01 Laplace, 1 PRS); not with 'none'")
+    _count(p, "--reports-per-agent", 1, 10_000, default=1, dest="reports", metavar="T")
     add_flags(p, malicious="broadcast a crafted theta")
     _population(p, "agents attacked", shadow, shadow_help, 1, 0)
     p.add_argument("--confidence", type=confidence(), default=0.95)
@@ -92,16 +84,17 @@ def _population(
 ) -> None:
     """``--agents``, ``--shadow`` (at least ``least``), ``--train-submissions`` and ``--seed``:
     the attacked population and the honest theta, shared by the attacks and the sweep."""
-    p.add_argument("--agents", type=_count("--agents"), default=300, help=agents)
-    help_shadow = shadow_help or "shadow episodes per candidate"
-    p.add_argument("--shadow", type=_count("--shadow", least), default=shadow, help=help_shadow)
+    _count(p, "--agents", default=300, help=agents)
+    _count(
+        p, "--shadow", least, default=shadow, help=shadow_help or "shadow episodes per candidate"
+    )
     p.add_argument(
         "--train-submissions",
         type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
         default=subs,
         help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
     )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    add_int(p, "--seed", 0, default=0)
 
 
 def register(subparsers: Any) -> None:
@@ -126,12 +119,7 @@ def register(subparsers: Any) -> None:
         "system's attack)",
     )
     d.add_argument("--run-dir", help="attack this run directory's transcript")
-    d.add_argument(
-        "--max-groups",
-        type=_count("--max-groups"),
-        default=200,
-        help="agents attacked in --run-dir",
-    )
+    _count(d, "--max-groups", default=200, help="agents attacked in --run-dir")
     d.add_argument(
         "--env-module",
         metavar="MODULE",
@@ -160,9 +148,10 @@ def register(subparsers: Any) -> None:
         "1% / 0.1%, advantage, the ceiling and the one-run epsilon lower bound.",
     )
     _common(m)
-    m.add_argument(
+    _count(
+        m,
         "--canaries",
-        type=_count("--canaries", _MIN_CANARIES),
+        _MIN_CANARIES,
         default=200,
         help=f"canary slots, each included with probability 1/2 (at least {_MIN_CANARIES}: with "
         "c canaries all inclusion bits are equal, and nothing can be scored, with probability "
@@ -423,12 +412,7 @@ def _sweep_arguments(s: argparse.ArgumentParser) -> None:
         default=",".join(THETAS),
         help="comma list of " + "/".join(THETAS),
     )
-    s.add_argument(
-        "--probe",
-        type=_count("--probe"),
-        default=1000,
-        help="craft_theta probe episodes per candidate",
-    )
+    _count(s, "--probe", default=1000, help="craft_theta probe episodes per candidate")
     s.add_argument(
         "--out",
         help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "

@@ -41,13 +41,13 @@ from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
     add_backend_arguments,
     add_flags,
+    add_int,
     add_run_mode_arguments,
     check_not_inside_run,
     check_out_for_mode,
     check_report_out,
     check_workers,
     confidence,
-    int_at_least,
     key_value,
     resolve_device_option,
     run_mode,
@@ -144,7 +144,7 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
             metavar="KEY=VALUE",
             help=f"config fields: {fields}" if cls else "a config field",
         )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
+    add_int(p, "--seed", 0, default=0, help="master seed")
     p.add_argument("--out", metavar="RUN_DIR", help=_out_help(c, "run directory"))
     add_run_mode_arguments(p, c)
     _add_common(p, c, "print the result as JSON on stdout", cls, "the run's config")
@@ -332,7 +332,7 @@ def register_attacks(attack_subparsers: Any) -> None:
             "beats the guarantee beyond its confidence interval.",
         )
         a.add_argument("--run-dir", required=True, help="the run directory to attack")
-        a.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="attack seed")
+        add_int(a, "--seed", 0, default=0, help="attack seed")
         a.add_argument("--confidence", type=confidence(), default=0.95)
         _add_options(a, c, f"attack {name!r} options")
         a.add_argument("--out", help="write the result JSON here instead")

@@ -26,6 +26,20 @@ def int_at_least(
     return functools.partial(parse_int, name=name, minimum=minimum, maximum=maximum, why=why)
 
 
+def add_int(
+    p: Any, flag: str, minimum: int, maximum: int = INT_MAX, why: str = "", **kw: Any
+) -> None:
+    """An integer option in [``minimum``, ``maximum``] read by :func:`int_at_least` (its
+    messages name ``flag``); ``p``: a parser or group, or an ``add_argument`` of its own."""
+    getattr(p, "add_argument", p)(flag, type=int_at_least(flag, minimum, maximum, why), **kw)
+
+
+def add_real(p: Any, flag: str, high: float = math.inf, **kw: Any) -> None:
+    """A real option in (0, ``high``) read by :func:`ldp_audit.parse.real_in` (its messages name
+    ``flag``); ``p`` as for :func:`add_int`."""
+    getattr(p, "add_argument", p)(flag, type=real_in(flag, low=0.0, high=high), **kw)
+
+
 def key_value(option: str, *, finite: bool = True) -> Callable[[str], tuple[str, Any]]:
     """A converter for ``KEY=VALUE`` (``KEY`` an identifier); ``VALUE`` is read as a JSON
     literal (1, 0.5, true, "x"), else kept as text. With ``finite``, ``NaN``, ``Infinity`` and
