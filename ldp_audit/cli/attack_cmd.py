@@ -33,7 +33,6 @@ from ldp_audit.cli.types import (
     add_flags,
     add_int,
     add_real,
-    check_creatable,
     check_not_inside_run,
     check_workers,
     confidence,
@@ -45,6 +44,7 @@ from ldp_audit.limits import add_force_argument, check_resources
 from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
 from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable
+from ldp_audit.rundir.paths import check_parent_writable
 from ldp_audit.training.sizes import attack_estimates
 
 _MAX_COUNT = 1_000_000
@@ -437,7 +437,8 @@ def _sweep(args: argparse.Namespace) -> int:
                 f"--out {args.out!r} is a run directory: a run is evidence, and a sweep's "
                 f"results are not an analysis of it; choose a folder outside every run"
             )
-        check_creatable(args.out, "--out")
+        if not Path(args.out).exists():  # its nearest existing folder accepts a new one
+            check_parent_writable(Path(args.out), "--out")
     w = args.workers or 1  # --workers cells at a time, each at the sweep's largest T
     subs = int(args.train_submissions or 0)
     parts = attack_estimates(int(args.agents), int(args.shadow), max(REPORTS), subs, sweep=w)

@@ -45,7 +45,6 @@ from ldp_audit.cli.types import (
     add_run_mode_arguments,
     check_not_inside_run,
     check_out_for_mode,
-    check_report_out,
     check_workers,
     confidence,
     key_value,
@@ -57,7 +56,7 @@ from ldp_audit.config import add_arguments, from_args, given_config, option_name
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
-from ldp_audit.rundir.paths import check_parent_writable, timestamped_dir
+from ldp_audit.rundir.paths import check_parent_writable, check_report_dir, timestamped_dir
 from ldp_audit.rundir.seal import seal_document
 
 _WARNED: set[str] = set()
@@ -290,7 +289,8 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
         out = _out(args, c, settings)
         run = functools.partial(fn, settings, **kw, **where)
-    check_report_out(out, overwrite=args.overwrite)  # before the experiment
+    check_not_inside_run(out, "--out")  # before the experiment
+    check_report_dir(out, overwrite=args.overwrite)  # a new folder's parent probed
     with _running(args):
         doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.parse import INT_MAX, parse_int, real_in
-from ldp_audit.rundir import check_new_dir, check_parent_writable, check_report_dir, is_run_dir
+from ldp_audit.rundir import check_new_dir, is_run_dir
 
 
 def int_at_least(
@@ -102,18 +102,6 @@ def refuse_blank_paths(parser: argparse.ArgumentParser) -> None:
             action.type = nonempty_path(str(label or action.dest))
 
 
-def check_creatable(path: str | Path, name: str) -> None:
-    """Refuse an output path that cannot be created, before any work: the nearest existing
-    ancestor must accept a new folder (``/proc/x`` passes a permission check as root but not
-    this one). Nothing is left behind.
-
-    Raises:
-        RunDirectoryError: the folder cannot be created there.
-    """
-    if not Path(path).exists():
-        check_parent_writable(Path(path), name)  # the one probe, shared with ldp_audit.rundir
-
-
 # ----------------------------------------------------------------------------------------------
 # Output folders: the run-directory contract (ldp_audit.rundir) as command-line options
 # ----------------------------------------------------------------------------------------------
@@ -185,12 +173,6 @@ def check_workers(workers: int) -> int:
             f"--workers must be <= {4 * cores} (4 x the {cores} CPU cores here), got {workers}"
         )
     return workers
-
-
-def check_report_out(out: str, *, overwrite: bool) -> None:
-    """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
-    check_not_inside_run(out, "--out")
-    check_report_dir(out, overwrite=overwrite)  # a new folder's parent probed
 
 
 def confidence(name: str = "--confidence") -> Callable[[str], float]:
