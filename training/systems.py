@@ -22,7 +22,6 @@ frd         proxy-memory upload (RR + bit      ``<group>/<agent>``, one charge p
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
@@ -490,15 +489,11 @@ def frd_options(p: Any) -> None:
 
 
 def frd_config(args: Any, kw: dict[str, Any]) -> Any:
-    """The setting's preset, the options given over it; ``--epsilon`` none or inf is the
-    non-private upload; the secret from ``--gravities`` or ``--private-param`` (not both)."""
+    """The setting's preset, the options given over it (FrdConfig refuses ``--epsilon`` but
+    with ``--mode frd``; inf is the non-private upload); the secret from ``--gravities`` or
+    ``--private-param`` (not both)."""
     from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
 
-    eps = kw.get("ldp_epsilon")  # inf: the non-private upload (FrdConfig reads it so)
-    if eps is not None and not math.isinf(eps) and kw.get("mode", "frd") != "frd":
-        raise InvalidParameterError(
-            f"--epsilon (the LDP proxy memory) needs --mode frd, got --mode {kw['mode']}"
-        )
     gravities, pp = kw.pop("gravities", None), args.private_param
     if pp is not None and gravities is not None:
         raise InvalidParameterError(
