@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ldp_audit.config import config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.attach import CanaryAudit
 from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS, NOISE_SKETCH
@@ -93,13 +92,6 @@ class OpacusRunConfig:
                 raise InvalidParameterError(
                     f"example has unknown settings {bad}; known: {sorted(EXAMPLE_DEFAULTS)}"
                 )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> OpacusRunConfig:
-        return config_from_dict(cls, d)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def train_digits(
