@@ -50,6 +50,7 @@ from ldp_audit.mechanisms.frequency import (
     check_items,
     check_report_int,
     grr_reply,
+    item_pairs,
     one_item,
     pair_items,
 )
@@ -298,13 +299,8 @@ class DBitFlipPM(_Longitudinal):
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """(0, first item of bucket 1) and (0, k-1): items in different buckets."""
-        if check_int(dim, "dim", minimum=1) != 1:
-            raise InvalidParameterError(f"dim must be 1 for DBitFlipPM, got {dim!r}")
-        first = -(-self.k // self.b)  # ceil(k / b): the smallest v with floor(v b / k) = 1
-        pairs = [(np.array([0.0]), np.array([float(first)]))]
-        if first != self.k - 1:
-            pairs.append((np.array([0.0]), np.array([float(self.k - 1)])))
-        return pairs
+        # ceil(k / b): the smallest v with floor(v b / k) = 1
+        return item_pairs(self, dim, (-(-self.k // self.b), self.k - 1))
 
 
 @dataclass(frozen=True)
