@@ -251,7 +251,6 @@ class CanaryAudit:
         self._claim = claim
         self._ghost = claim["ghost_clipping"]
         self._params = params
-        self._shapes = [tuple(p.shape) for p in params]
         self._idx = torch.as_tensor(idx)
         self._bufs: list[Any] = [None] * len(params)
         self._weight = torch.as_tensor(weight)
@@ -402,7 +401,7 @@ class CanaryAudit:
                 or buf.shape[0] < n + k
                 or (buf.dtype, buf.device) != (g.dtype, g.device)
             ):
-                buf = torch.empty((int((n + k) * 1.5) + 1, *self._shapes[i]), dtype=g.dtype,
+                buf = torch.empty((int((n + k) * 1.5) + 1, *p.shape), dtype=g.dtype,
                                   device=g.device)  # fmt: skip
                 self._bufs[i] = buf
             new = buf[: n + k]
