@@ -190,13 +190,12 @@ def audit(
 
     n_pairs = len(pair_list)
     total = 2 * plan.n_sel * n_pairs + 2 * plan.n_est * min(n_pairs, o.max_events + 1)
-    bar = tqdm(total=total, disable=not o.progress, unit="sample", desc="audit", leave=False)
+    with tqdm(total=total, disable=not o.progress, unit="sample", desc="audit", leave=False) as bar:
 
-    def est_total(pairs_used: int) -> None:
-        bar.total = 2 * plan.n_sel * n_pairs + 2 * plan.n_est * pairs_used
-        bar.refresh()
+        def est_total(pairs_used: int) -> None:
+            bar.total = 2 * plan.n_sel * n_pairs + 2 * plan.n_est * pairs_used
+            bar.refresh()
 
-    try:
         if o.event is None:
             sel = select_events(mechanism, pair_list, o, plan, bar.update, total)
             kept = kept_events(sel, o.max_events, o.tradeoff)
@@ -208,8 +207,6 @@ def audit(
         )
         bar.total = bar.n  # the last frame says 100% of what was drawn (Poissonized sizes vary)
         bar.refresh()
-    finally:
-        bar.close()
     return _conclude(mechanism, o, plan, pair_list, sel, kept, counts, start)
 
 

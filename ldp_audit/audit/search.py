@@ -31,10 +31,10 @@ from ldp_audit.audit.selection import (
 )
 from ldp_audit.audit.statistics import (
     ScoreStatistic,
-    Snap,
     Snapped,
     UserStatistic,
     build_statistics,
+    fit_snap,
     float_cell_statistic,
 )
 from ldp_audit.audit.tradeoff import TRADEOFF_LEVELS, _tradeoff_events
@@ -152,7 +152,7 @@ def _fit_statistics(
         )
     sel.n_nonfinite += int((~fin1).sum() + (~fin2).sum())
     tick(2 * plan.n_a)  # (counted as drawn even when capped for wide outputs)
-    snap = Snap.fit(ya1, ya2)
+    snap = fit_snap(ya1, ya2)
     sa1, sa2 = snap(ya1), snap(ya2)
     inner, j, discrete = build_statistics(x, x2, sa1, sa2)
     pooled_a = np.concatenate([ya1, ya2])
