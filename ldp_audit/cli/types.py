@@ -81,11 +81,17 @@ PATH_DESTS = frozenset(
 
 def nonempty_path(name: str) -> Callable[[str], str]:
     """A converter for a path option: the empty or blank string is refused (``--out ''`` would
-    otherwise read as "not given" and silently fall back to a default, e.g. into a run)."""
+    otherwise read as "not given" and silently fall back to a default, e.g. into a run), and so
+    is a name longer than Linux's NAME_MAX / PATH_MAX (255 / 4,096 bytes)."""
 
     def convert(text: str) -> str:
         if not text.strip():
             raise argparse.ArgumentTypeError(f"{name} must be a non-empty path, got {text!r}")
+        if max(map(len, text.encode().split(b"/"))) > 255 or len(text.encode()) > 4095:
+            raise argparse.ArgumentTypeError(  # else OSError "File name too long" mid-command
+                f"{name} must be a path of names of at most 255 bytes, 4,095 in all; got "
+                f"{text[:40]!r}... ({len(text.encode())} bytes)"
+            )
         return text
 
     return convert
