@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
+from ldp_audit.attacks.dynamics_shadow import add_by_group
 from ldp_audit.attacks.scoring import AttackResult
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir import RunDir
@@ -248,14 +248,11 @@ def attack_run_dir(
     ll = np.full((X.shape[0], cands.size), math.log(1e-300))
     ll[:, np.searchsorted(cands, est.classes_)] = ll_known
     agents, ginv = np.unique(keys[:, :2], axis=0, return_inverse=True)
-    ginv = ginv.reshape(-1)
     keep = np.arange(agents.shape[0])
     if max_groups is not None:
         keep = keep[: check_int(max_groups, "max_groups", minimum=1)]
-    total = np.zeros((agents.shape[0], cands.size))
-    np.add.at(total, ginv, ll)
-    total = total[keep]
-    post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
+    _, _, total, post = add_by_group(ll, ginv.reshape(-1))
+    total, post = total[keep], post[keep]
     eps = math.inf if not cfg.private else float(cfg.ldp_epsilon)
     return {
         "groups": agents[keep],
@@ -264,7 +261,7 @@ def attack_run_dir(
         "candidates": cands.tolist(),
         "mechanism": dict(doc.get("mechanism") or {"name": "no_privacy"}),
         "epsilon": eps,
-        "reports_per_group": np.bincount(ginv, minlength=agents.shape[0])[keep],
+        "reports_per_group": np.bincount(ginv.reshape(-1), minlength=agents.shape[0])[keep],
         "shadow_groups": shadow_groups,
         "shadow_uploads": int(SX.shape[0]),
         "mode": cfg.mode,
@@ -311,7 +308,18 @@ def score_run_dir(
     )
 
 
-def run(run_dir: str | Path, *, confidence: float = 0.95, **kwargs: Any) -> AttackResult:
-    """:func:`attack_run_dir` then :func:`score_run_dir`."""
-    pred = attack_run_dir(run_dir, **kwargs)
+def run(
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+    progress: bool = False,
+    n_shadow: int = 24,
+    max_groups: int | None = None,
+) -> AttackResult:
+    """:func:`attack_run_dir` then :func:`score_run_dir`: the ``dynamics`` (and ``frd``) attack
+    of an FRD/FedAvg run, with the signature of :attr:`ldp_audit.systems.System.attacks`."""
+    pred = attack_run_dir(
+        run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress
+    )
     return score_run_dir(run_dir, pred, confidence=confidence)

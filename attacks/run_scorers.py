@@ -15,7 +15,7 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["pgc_dynamics", "frd_dynamics", "dprl_membership", "fedrl_transcript"]
+__all__ = ["pgc_dynamics", "dprl_membership", "fedrl_transcript"]
 
 
 def pgc_dynamics(
@@ -34,28 +34,6 @@ def pgc_dynamics(
         run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress
     )
     return D.score_run_dir(run_dir, pred, confidence=confidence)
-
-
-def frd_dynamics(
-    run_dir: str | Path,
-    *,
-    seed: int = 0,
-    confidence: float = 0.95,
-    progress: bool = False,
-    n_shadow: int = 24,
-    max_groups: int | None = None,
-) -> Any:
-    """Shadow-training dynamics inference on an FRD/FedAvg run's uploads."""
-    from ldp_audit.attacks import frd as F
-
-    return F.run(
-        run_dir,
-        n_shadow=n_shadow,
-        max_groups=max_groups,
-        seed=seed,
-        confidence=confidence,
-        progress=progress,
-    )
 
 
 def dprl_membership(
