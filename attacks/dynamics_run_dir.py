@@ -96,18 +96,13 @@ def attack_run_dir(
     t0 = time.perf_counter()  # the attack's own time, recorded in its result's seconds
     run = RunDir(run_dir)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
-    cfg = run.config
-    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+    alpha_at, train_cfg = _alpha_at(alpha, method, run.config, 0.5)
     if candidates is None:  # the run's public candidate gravities (the paper's by default)
         candidates = train_cfg.get("gravities") or GRAVITIES
     cands = check_candidates(candidates)
     if mechanism is None:
-        mechanism = _run_mechanism(cfg)
-    check_method(method)
-    if isinstance(alpha, str) and alpha != "schedule":
-        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
+        mechanism = _run_mechanism(run.config)
     grouping = _groups(tr, max_groups, arrival=False)
-    alpha_at = partial(_alpha_at, alpha, train_cfg, 0.5)
     sim = partial(simulate_shadow, simulator=simulator)
     pred, _ = _predict(
         tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
@@ -134,16 +129,25 @@ def _groups(
     return uniq, group_of_row, np.flatnonzero(np.isin(group_of_row, order))
 
 
-def _alpha_at(alpha: float | str, train_cfg: dict, start: float, submission: float) -> float:
-    """The shadows' exploration at a report's submission index: ``alpha``, or for
-    ``"schedule"`` the run's fixed ``alpha`` or its public ``max(0, alpha_start - n /
-    alpha_decay)`` (Sec. 4; ``start`` where the config has no ``alpha_start``)."""
+def _alpha_at(
+    alpha: float | str, method: str, cfg: dict[str, Any], start: float
+) -> tuple[Callable[[float], float], dict[str, Any]]:
+    """``method`` and ``alpha`` checked, and the shadows' exploration at a report's submission
+    index: ``alpha``, or for ``"schedule"`` the run's fixed ``alpha`` or its public ``max(0,
+    alpha_start - n / alpha_decay)`` (Sec. 4; ``start`` where the config has no
+    ``alpha_start``); with the run's training config (``config.json``'s ``config``)."""
+    check_method(method)
+    if isinstance(alpha, str) and alpha != "schedule":
+        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
+    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if not isinstance(alpha, str):
-        return float(alpha)
+        a = check_probability(alpha, "alpha", open_interval=False)
+        return (lambda n: a), train_cfg
     if "alpha" in train_cfg:  # a fixed-alpha protocol
-        return float(train_cfg["alpha"])
+        return (lambda n: float(train_cfg["alpha"])), train_cfg
     a0 = float(train_cfg.get("alpha_start", start))
-    return max(0.0, a0 - float(submission) / float(train_cfg.get("alpha_decay", 1800.0)))
+    decay = float(train_cfg.get("alpha_decay", 1800.0))
+    return (lambda n: max(0.0, a0 - float(n) / decay)), train_cfg
 
 
 def _predict(
@@ -426,15 +430,10 @@ def attack_private_param_run(
     cfg = run.config
     pp = _private_parameter(cfg, run.path)
     n_shadow = check_count(n_shadow, "n_shadow")
-    check_method(method)
-    if isinstance(alpha, str) and alpha != "schedule":
-        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
-    if not isinstance(alpha, str):
-        alpha = check_probability(alpha, "alpha", open_interval=False)
+    alpha_at, _ = _alpha_at(alpha, method, cfg, 0.0)
     cands = np.sort(np.asarray(pp["values"], dtype=np.float64))
     if np.unique(cands).size != cands.size or not np.isfinite(cands).all():
         raise RunDirectoryError(f"{run.path}: private_parameter.values must be distinct and finite")
-    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if simulator is None:
         if cfg.get("algorithm") != "pgc-a3c-gym":
             raise InvalidParameterError(
@@ -454,7 +453,6 @@ def attack_private_param_run(
     check_episodes(
         int(np.unique(tr["theta_index"][grouping[2]]).size) * cands.size * n_shadow, "the shadows"
     )
-    alpha_at = partial(_alpha_at, alpha, train_cfg, 0.0)
     sim = partial(_simulate_generic, simulator)
     pred, used = _predict(
         tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
