@@ -33,11 +33,9 @@ __all__ = [
     "audit_train",
     "boxed_epsilon",
     "broken_hooks",
-    "describe_case",
     "grid",
     "levels",
     "one_thread",
-    "run_config",
     "run_one",
     "train_one",
     "true_epsilon",
@@ -137,8 +135,9 @@ def one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
-    """The DprlConfig keyword arguments of one grid run."""
+def run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
+    """One grid run's result (:func:`train_one` of its DprlConfig keyword arguments), or the
+    one kept in ``cache`` for its spec."""
     from ldp_audit.training.dprl.trainer import DQN_PRESETS
 
     kw: dict[str, Any] = {
@@ -154,12 +153,6 @@ def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
     else:
         kw.update(DQN_PRESETS[s.dqn_preset])
         kw["total_steps"] = s.total_steps
-    return kw
-
-
-def run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
-    """One grid run's result (:func:`train_one`), or the one kept in ``cache`` for its spec."""
-    kw = run_config(spec, s)
     return cached(cache_path(cache, "run", {**spec, **kw}), lambda: train_one(spec, kw))
 
 
@@ -253,11 +246,6 @@ def audit_cases(s: ReproduceSettings) -> list[dict[str, Any]]:
     return cases
 
 
-def describe_case(case: dict[str, Any]) -> str:
-    """An audit case in words (named when its task fails)."""
-    return f"audit run {case['trainer']!r}, seed {case['seed']}"
-
-
 def audit_one(case: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
     """Train one audit run (in a temporary folder) and audit it white- and black-box (95 %)."""
     return cached(cache_path(cache, "audit", case), lambda: audit_train(case, s))
@@ -308,6 +296,6 @@ def audit_table(
         functools.partial(audit_one, s=s, cache=cache),
         audit_cases(s),
         progress="dprl audit table" if progress else None,
-        describe=describe_case,
+        describe=lambda case: f"audit run {case['trainer']!r}, seed {case['seed']}",
         **(where or {}),
     )
