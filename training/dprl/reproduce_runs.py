@@ -36,6 +36,7 @@ __all__ = [
     "grid",
     "levels",
     "one_thread",
+    "run_config",
     "run_one",
     "train_one",
     "true_epsilon",
@@ -135,9 +136,8 @@ def one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
-    """One grid run's result (:func:`train_one` of its DprlConfig keyword arguments), or the
-    one kept in ``cache`` for its spec."""
+def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
+    """The DprlConfig keyword arguments of one grid run."""
     from ldp_audit.training.dprl.trainer import DQN_PRESETS
 
     kw: dict[str, Any] = {
@@ -153,6 +153,12 @@ def run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None
     else:
         kw.update(DQN_PRESETS[s.dqn_preset])
         kw["total_steps"] = s.total_steps
+    return kw
+
+
+def run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
+    """One grid run's result (:func:`train_one`), or the one kept in ``cache`` for its spec."""
+    kw = run_config(spec, s)
     return cached(cache_path(cache, "run", {**spec, **kw}), lambda: train_one(spec, kw))
 
 
