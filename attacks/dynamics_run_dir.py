@@ -260,10 +260,8 @@ def score_run_dir(
     inv = prediction["group_of_row"]
     truth_rows, truth = _secret_truth(run_dir, prediction, "gravity")
     G = truth.size
-    first = np.full(G, np.nan)
-    first[inv[::-1]] = truth_rows[::-1]
-    consistent = np.ones(G, dtype=bool)
-    np.logical_and.at(consistent, inv, np.isclose(truth_rows, first[inv]))
+    consistent = np.ones(G, dtype=bool)  # every row of the group has the group's gravity
+    np.logical_and.at(consistent, inv, np.isclose(truth_rows, truth[inv]))
     correct = int(np.sum(np.isclose(prediction["guess"], truth)))
     return prediction_result(
         "dynamics-transcript",
