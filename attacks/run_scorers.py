@@ -65,14 +65,13 @@ def fedrl_transcript(
     ``audit.json`` (``extra["artefacts"]``, written by ``attack fedrl`` without ``--out``)."""
     from ldp_audit.attacks.fedrl import attack_run, to_attack_result
     from ldp_audit.rundir import RunDir
-    from ldp_audit.training.fedrl import FedRLConfig
 
     if 0 < audit_samples < 1000:  # the audit's own minimum, refused before the attack runs
         raise InvalidParameterError(
             f"--audit-samples must be 0 (no audit) or >= 1000, got {audit_samples}"
         )
     res = attack_run(run_dir, seed=seed, confidence=confidence)
-    mech = FedRLConfig.from_dict(RunDir(run_dir).config["config"]).output_mechanism()
+    mech = RunDir(run_dir).train_config.output_mechanism()
     if audit_samples > 0 and not mech.private:
         res["audit"] = {"skipped": f"no finite claim to audit: epsilon is {mech.why_infinite()}"}
     elif audit_samples > 0:
