@@ -117,12 +117,10 @@ def _groups(
     group, and the rows of the first ``max_groups`` groups (in key order, or with
     ``arrival`` in the order of their first report)."""
     keys = np.stack([tr["trial"], tr["agent"]], axis=1)
-    uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
+    uniq, first_row, group_of_row = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     group_of_row = group_of_row.reshape(-1)
     order = np.arange(uniq.shape[0])
     if arrival:  # groups in arrival order (first report), not in id order
-        first_row = np.full(uniq.shape[0], group_of_row.size)
-        np.minimum.at(first_row, group_of_row, np.arange(group_of_row.size))
         order = np.argsort(first_row, kind="stable")
     if max_groups is not None:
         order = order[: check_count(max_groups, "max_groups")]

@@ -80,12 +80,12 @@ def upload_features(
     ).astype(np.int64)
     if keys.shape[0] == 0:
         raise InvalidParameterError("transcript holds no upload to attack (0 rows)")
-    uk, inv = np.unique(keys, axis=0, return_inverse=True)
+    uk, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
     rep = np.asarray(transcript["report"], dtype=np.float64)
     rnd = uk[:, 2:3].astype(np.float64)
     if cfg.mode == "fedavg":
-        return _fedavg_features(transcript, cfg, uk, inv, probes)
+        return _fedavg_features(transcript, cfg, uk, first, probes)
     grid = ProxyGrid(cfg.sections, cfg.proxy_dims, cfg.state_low, cfg.state_high)
     cells = np.clip(rep[:, 0].astype(np.int64), 0, grid.n_cells - 1)
     val = rep[:, 1]
@@ -120,7 +120,7 @@ def upload_features(
 
 
 def _fedavg_features(
-    transcript: dict[str, np.ndarray], cfg: Any, uk: np.ndarray, inv: np.ndarray, probes: int
+    transcript: dict[str, np.ndarray], cfg: Any, uk: np.ndarray, first: np.ndarray, probes: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """FedAvg: what this agent's local training added to the broadcast it started from.
 
@@ -137,9 +137,7 @@ def _fedavg_features(
     from ldp_audit.training.frd.nets import layer_views, param_layout, policy_value
 
     rep = np.asarray(transcript["report"], dtype=np.float64)
-    first = np.full(uk.shape[0], -1)
-    first[inv[::-1]] = np.arange(inv.size)[::-1]
-    theta = rep[first]
+    theta = rep[first]  # each upload's first row
     ti = np.asarray(transcript.get("theta_index", np.full(rep.shape[0], -1)))[first]
     thetas = np.asarray(transcript.get("thetas", np.zeros((0, rep.shape[1]))), dtype=np.float64)
     keep = ti >= 0
