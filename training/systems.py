@@ -382,8 +382,8 @@ FRD = SystemSpec(
     targets="ldp_audit.training.systems:frd_targets",
     charges="ldp_audit.training.systems:frd_charges",
     attacks={
-        "dynamics": "ldp_audit.attacks.run_scorers:frd_dynamics",
-        "frd": "ldp_audit.attacks.run_scorers:frd_dynamics",
+        "dynamics": "ldp_audit.attacks.frd:run",
+        "frd": "ldp_audit.attacks.frd:run",
     },
     report_sections="ldp_audit.training.statements:frd_report",
     reproduce="ldp_audit.training.frd.reproduce:reproduce",
