@@ -13,7 +13,7 @@ import numpy as np
 from ldp_audit.training.frd.config import FrdConfig
 
 # ------------------------------------------------------------------------------------------------
-# Batched networks (stacked weights, hand-written backward) and a per-agent Adam
+# Batched networks (stacked weights, hand-written backward) and a per-agent Adam step
 # ------------------------------------------------------------------------------------------------
 
 
@@ -72,20 +72,9 @@ class Nets:
         return pieces
 
 
-class _Adam:
-    """Adam state of a flat (A, P) buffer with one step count per agent (rows not stepped keep
-    their moments, so an idle agent's optimiser state is exactly as it left it). The online A2C
-    step is :func:`ldp_audit.training.frd.kernels.a2c_update_rows` (same formula, in place on
-    these buffers); :func:`adam_step_rows` is the distillation's."""
-
-    B1, B2, EPS = 0.9, 0.999, 1e-8
-
-    def __init__(self, flat: Any) -> None:
-        import torch
-
-        self.m = torch.zeros_like(flat)
-        self.v = torch.zeros_like(flat)
-        self.t = torch.zeros((flat.shape[0], 1), dtype=torch.float64)
+#: Adam's beta1, beta2 and eps (the online A2C step's, in :mod:`ldp_audit.training.frd.kernels`,
+#: are the same)
+B1, B2, EPS = 0.9, 0.999, 1e-8
 
 
 def adam_step_rows(
@@ -99,7 +88,7 @@ def adam_step_rows(
     the whole buffers, so the bits do not depend on which copy it ran on."""
     import torch
 
-    b1, b2 = _Adam.B1, _Adam.B2
+    b1, b2 = B1, B2
     tr = t[rows] + 1.0
     t[rows] = tr
     bc = (lr * torch.sqrt(1.0 - b2**tr) / (1.0 - b1**tr)).to(torch.float32)
@@ -107,7 +96,7 @@ def adam_step_rows(
     vr = v[rows, :cols].mul_(b2).addcmul_(grad, grad, value=1 - b2)
     m[rows, :cols] = mr
     v[rows, :cols] = vr
-    flat[rows, :cols] = flat[rows, :cols] - bc * mr / (vr.sqrt() + _Adam.EPS)
+    flat[rows, :cols] = flat[rows, :cols] - bc * mr / (vr.sqrt() + EPS)
 
 
 # ------------------------------------------------------------------------------------------------
