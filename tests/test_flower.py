@@ -105,7 +105,9 @@ def test_transcript_layout_and_replay(flower_run):
 
 def test_summary_says_where_the_run_is_and_what_it_spent(flower_run):
     base, run, _ = flower_run
-    text = F.summary(run, base / "ledgers")
+    from ldp_audit.training.flower.server import summary
+
+    text = summary(run, base / "ledgers")
     assert f"Flower run {run} (complete): 3 agents submitted 9 reports over 3 rounds" in text
     assert "epsilon 2.0 per report, 6.0 per agent" in text
     assert "spent (server's ledger): 6.0" in text and f"ldp-audit report {run}" in text

@@ -50,7 +50,7 @@ import numpy as np
 
 from ldp_audit.accountant import Accountant, Budget, Ledger
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
-from ldp_audit.rundir import RunDir, RunWriter, check_new_dir, json_number
+from ldp_audit.rundir import RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import (
     agent_rng,
@@ -74,7 +74,6 @@ __all__ = [
     "make_client_app",
     "make_server_app",
     "run_simulation",
-    "summary",
     "write_app_project",
 ]
 
@@ -590,30 +589,6 @@ def run_simulation(
     return run_dir
 
 
-def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
-    """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics):
-    what the simulation's own output (Flower's log) does not say."""
-
-    run = RunDir(run_dir)
-    run_dir, man, m = run.path, run.manifest() or {}, run.metrics()
-    priv = m.get("privacy", {})
-    n = int(sum(m.get("submissions", [0])))
-    agents = int(m.get("agents", priv.get("agents", 0)))
-    lines = [
-        f"Flower run {run_dir} ({man.get('status', 'status not recorded')}): {agents} "
-        f"{'agent' if agents == 1 else 'agents'} submitted {n} "
-        f"{'report' if n == 1 else 'reports'} over {m.get('rounds', '?')} rounds; "
-        f"{len(m.get('rejected', []))} replies refused.",
-        f"Privacy: epsilon {priv.get('epsilon_per_submission')} per report, "
-        f"{priv.get('epsilon_total')} per agent; the most any agent spent (server's ledger): "
-        f"{priv.get('max_spent_epsilon')}.",
-    ]
-    if ledger_dir is not None:
-        lines.append(f"Each agent's own ledger: {ledger_dir}/agent-<id>.sqlite.")
-    lines.append(f"Next: ldp-audit attack dynamics --run-dir {run_dir}; ldp-audit report {run_dir}")
-    return "\n".join(lines)
-
-
 # ==============================================================================================
 # Command line
 # ==============================================================================================
@@ -667,6 +642,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LdpAuditError as exc:
         print(f"flower.pgc_app: error: {exc}", file=sys.stderr)
         return 2
+    from ldp_audit.training.flower.server import summary
+
     print(summary(run, a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"))
     return 0
 
