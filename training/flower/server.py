@@ -34,7 +34,7 @@ from ldp_audit.training.flower.protocol import (
     server_settings,
     unflatten,
 )
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_choice, check_int
 
 __all__ = ["FlowerRecorder", "ldp_strategy_class", "ldp_server_main", "summary"]
 
@@ -313,10 +313,8 @@ def ldp_server_main(
     for key, v in (("num-server-rounds", rounds), ("min-nodes", min_nodes)):
         check_int(v, f"run config {key!r}", minimum=1)
     seed, timeout, overwrite = server_settings(rc)
-    if rc.get("ldp-release", "update") not in RELEASES:  # every client would refuse every round
-        raise InvalidParameterError(
-            f"run config 'ldp-release' must be one of {RELEASES}, got {rc['ldp-release']!r}"
-        )
+    # a release every client would refuse, every round
+    check_choice(rc.get("ldp-release", "update"), "run config 'ldp-release'", RELEASES)
     if strategy is None:
         strategy = FedAvg(
             fraction_evaluate=0.0, min_train_nodes=min_nodes, min_available_nodes=min_nodes
