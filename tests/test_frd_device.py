@@ -55,7 +55,7 @@ def _former_distil(self, agents, states, pol, c):
         for s in range(0, n, c.distil_batch):
             b = perm[s : s + c.distil_batch]
             xb = X[b][None].expand(len(agents), -1, -1)
-            logits, cache = self.nets.forward("actor", xb, rows)
+            logits, cache = self.nets.forward("actor", xb, flat[rows])
             p = torch.softmax(logits, dim=2)
             g = torch.cat(Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
             b1, b2 = 0.9, 0.999

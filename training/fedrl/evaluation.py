@@ -38,7 +38,7 @@ def joint_q(method: str, nets: dict, ex: Any, obs: tuple, tensor: Any, kind: int
     return nets["g"](import_torch().cat([ca, cb], dim=-1))
 
 
-def _evaluate(
+def eval_runs(
     cfg: FedRLConfig,
     maps: MapSet,
     test: np.ndarray,

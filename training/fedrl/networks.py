@@ -48,7 +48,7 @@ def local_q(view: int, hist: int) -> Any:
     )
 
 
-def _mlp() -> Any:
+def mlp() -> Any:
     nn = import_torch().nn
     return nn.Sequential(
         nn.Linear(2 * N_ACTIONS, 2 * N_ACTIONS), nn.ReLU(), nn.Linear(2 * N_ACTIONS, N_ACTIONS)
@@ -56,7 +56,9 @@ def _mlp() -> Any:
 
 
 @functools.cache  # one class per process (torch.func.stack_module_state needs the same class)
-def _full_q_class() -> Any:
+def full_q_class() -> Any:
+    """DQN-full's network (``full_q_class()(hist)``): one conv branch per observation,
+    concatenated, 256 hidden, 16 out."""
     torch = import_torch()
     nn = torch.nn
 
@@ -75,11 +77,6 @@ def _full_q_class() -> Any:
             return self.head(torch.cat([self.ca(sa), self.cb(sb)], dim=1))
 
     return FullQ
-
-
-def _full_q(hist: int) -> Any:
-    """DQN-full's network: one conv branch per observation, concatenated, 256 hidden, 16 out."""
-    return _full_q_class()(hist)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,7 +146,7 @@ def fwd_local_q(p: dict, x: Any) -> Any:
 
 
 def fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
-    """The stacked DQN-full networks (:func:`_full_q`) on both windows."""
+    """The stacked DQN-full networks (:func:`full_q_class`) on both windows."""
     torch = import_torch()
     ha = _conv3x3_relu(sa, p["ca.0.weight"], p["ca.0.bias"])
     hb = _conv3x3_relu(sb, p["cb.0.weight"], p["cb.0.bias"])
@@ -158,7 +155,7 @@ def fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
 
 
 def fwd_mlp(p: dict, x: Any) -> Any:
-    """The stacked shared MLPs (:func:`_mlp`) on ``x`` (K, B, 32)."""
+    """The stacked shared MLPs (:func:`mlp`) on ``x`` (K, B, 32)."""
     h = import_torch().relu(_dense(x, p["0.weight"], p["0.bias"]))
     return _dense(h, p["2.weight"], p["2.bias"])
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.evaluation import _evaluate, brief, eps_greedy, joint_q
+from ldp_audit.training.fedrl.evaluation import brief, eps_greedy, eval_runs, joint_q
 from ldp_audit.training.fedrl.exchange import (
     KIND_ACT,
     KIND_BATCH,
@@ -29,13 +29,13 @@ from ldp_audit.training.fedrl.gridworld import (
 )
 from ldp_audit.training.fedrl.networks import (
     Stacked,
-    _full_q,
-    _mlp,
+    full_q_class,
     fwd_full_q,
     fwd_local_q,
     fwd_mlp,
     import_torch,
     local_q,
+    mlp,
 )
 
 # ----------------------------------------------------------------------------------------------
@@ -107,12 +107,12 @@ def train_runs(
     if method == "dqn-alpha":
         nets = {"qa": Stacked(lambda: local_q(ALPHA_VIEW, h), gens, fwd_local_q, ALPHA_VIEW, dev)}
     elif method == "dqn-full":
-        nets = {"qf": Stacked(lambda: _full_q(h), gens, fwd_full_q, device=dev)}
+        nets = {"qf": Stacked(lambda: full_q_class()(h), gens, fwd_full_q, device=dev)}
     else:
         nets = {
             "qa": Stacked(lambda: local_q(ALPHA_VIEW, h), gens, fwd_local_q, ALPHA_VIEW, dev),
             "qb": Stacked(lambda: local_q(BETA_VIEW, h), gens, fwd_local_q, BETA_VIEW, dev),
-            "g": Stacked(_mlp, gens, fwd_mlp, device=dev),
+            "g": Stacked(mlp, gens, fwd_mlp, device=dev),
         }
     opt = torch.optim.Adam(
         [p for m in nets.values() for p in m.params.values()], lr=cfg.lr, fused=True
@@ -146,7 +146,7 @@ def train_runs(
 
     def evaluate(test: np.ndarray, modes: Any, eps: float = 0.0) -> dict[str, Any]:
         return {
-            lab: _evaluate(cfg, maps, test, nets, method, e, kk, kind, mech, sfx, eps, rng_explore)
+            lab: eval_runs(cfg, maps, test, nets, method, e, kk, kind, mech, sfx, eps, rng_explore)
             for lab, e, kind, mech, sfx in modes
         }
 

@@ -314,16 +314,6 @@ class Eq22Aggregator:
             self.version += 1
 
 
-def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
-    """(report (d,), score, submission) of a sealed reply, or InvalidParameterError."""
-    if reply.has_error():
-        raise InvalidParameterError(f"client error: {reply.error.reason}")
-    content, mech = reply.content, cfg.make_mechanism().to_config()
-    y = sealed_report(content, "report", "release", mech, cfg.epsilon_per_submission, d)
-    res = content["result"]
-    return y, float(res["score"]), int(res["submission"])
-
-
 _IDS = ("trial", "agent", "worker", "round", "submission", "theta_index")
 
 
@@ -365,6 +355,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     t0 = time.perf_counter()
     agg = Eq22Aggregator(init_theta(agent_rng(seed, 0, 0)), cfg.eta, cfg.effective_buffer_size)
     d, cfg_json = agg.theta.size, json.dumps(cfg.to_dict())
+    declared, eps = mech.to_config(), cfg.epsilon_per_submission  # what a reply must carry
     ids: list[tuple[int, ...]] = []  # one row per accepted report, the _IDS columns
     reports: list[np.ndarray] = []
     scores: list[float] = []
@@ -391,7 +382,11 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                 try:
                     if rep is None:
                         raise InvalidParameterError("no reply within the timeout")
-                    y, score, sub = _check_reply(rep, cfg, d)
+                    if rep.has_error():
+                        raise InvalidParameterError(f"client error: {rep.error.reason}")
+                    y = sealed_report(rep.content, "report", "release", declared, eps, d)
+                    res = rep.content["result"]
+                    score, sub = float(res["score"]), int(res["submission"])
                     if sub != n:
                         raise InvalidParameterError(f"reply for submission {sub}, expected {n}")
                     agent = int(rep.content["release"]["agent"])

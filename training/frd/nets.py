@@ -38,15 +38,11 @@ class Nets:
         self.flat = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32))
         self.P = int(self.flat.shape[1])
 
-    def forward(
-        self, name: str, x: Any, rows: Any = None, flat: Any = None
-    ) -> tuple[Any, list[Any]]:
-        """x (A', N, 4) -> (out (A', N, out), cache); ``rows`` picks agents (None: all) of
-        ``flat`` (default: this buffer; the distillation passes its rows' copy on the device)."""
+    def forward(self, name: str, x: Any, flat: Any) -> tuple[Any, list[Any]]:
+        """x (A', N, 4) -> (out (A', N, out), cache) of the A' rows ``flat`` (A', P) (the
+        distillation passes its agents' rows, copied to the device)."""
         import torch
 
-        flat = self.flat if flat is None else flat
-        flat = flat if rows is None else flat[rows]
         ps = layer_views(flat, self.specs[name])
         hs = [x]
         h = x
