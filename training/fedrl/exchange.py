@@ -15,7 +15,6 @@ from ldp_audit.release import release_with, reserve
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.gridworld import BETA_VIEW, N_ACTIONS
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
-from ldp_audit.training.fedrl.networks import import_torch
 
 
 @dataclass
@@ -98,7 +97,8 @@ class Exchange:
     ) -> Any:
         """Release ``sender``'s Q outputs ``q`` (torch, (K, n, 16)); returns a tensor whose value
         is the released one and whose gradient flows through the (clipped) output."""
-        torch = import_torch()
+        import torch
+
         mech = self.mech if mech is None else mech
         qc = q if mech.bound is None else torch.clamp(q, -mech.bound, mech.bound)
         k, n = q.shape[0], q.shape[1]
