@@ -619,7 +619,6 @@ def distil_rows(nets: Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
     actor's columns. Every tensor must be on ``flat``'s device; nothing is drawn here."""
     import torch
 
-    rows = torch.arange(flat.shape[0], device=flat.device)
     a = flat.shape[0]
     for perm in perms:
         for s in range(0, perm.numel(), batch):
@@ -629,7 +628,7 @@ def distil_rows(nets: Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
             logits, cache = nets.forward("actor", xb, flat=flat)
             p = torch.softmax(logits, dim=2)
             g = torch.cat(Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
-            adam_step_rows(flat, m, v, t, g, rows, nets.actor_size, lr)
+            adam_step_rows(flat, m, v, t, g, nets.actor_size, lr)
 
 
 def batch_device(configs: Sequence[FrdConfig]) -> str:

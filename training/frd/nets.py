@@ -73,26 +73,19 @@ class Nets:
 B1, B2, EPS = 0.9, 0.999, 1e-8
 
 
-def adam_step_rows(
-    flat: Any, m: Any, v: Any, t: Any, grad: Any, rows: Any, cols: int, lr: float
-) -> None:
-    """An Adam step of rows ``rows``, columns ``[0, cols)`` only (the actor, for distillation),
-    on given tensors (one device): parameters ``flat`` (A, P),
-    moments ``m``, ``v`` (A, P) and step counts ``t`` (A, 1) float64, updated in place at rows
-    ``rows`` (an index tensor), columns ``[0, cols)``. The distillation runs it on its agents'
-    rows copied to the device; on the CPU it is the same arithmetic on the same shapes as on
-    the whole buffers, so the bits do not depend on which copy it ran on."""
+def adam_step_rows(flat: Any, m: Any, v: Any, t: Any, grad: Any, cols: int, lr: float) -> None:
+    """An Adam step of every row, columns ``[0, cols)`` only (the actor, for distillation), on
+    given tensors (one device): parameters ``flat`` (A', P), moments ``m``, ``v`` (A', P) and
+    step counts ``t`` (A', 1) float64, updated in place. The distillation runs it on its agents'
+    rows copied to the device; on the CPU it is the same elementwise arithmetic as on those rows
+    of the whole buffers, so the bits do not depend on which copy it ran on."""
     import torch
 
-    b1, b2 = B1, B2
-    tr = t[rows] + 1.0
-    t[rows] = tr
-    bc = (lr * torch.sqrt(1.0 - b2**tr) / (1.0 - b1**tr)).to(torch.float32)
-    mr = m[rows, :cols].mul_(b1).add_(grad, alpha=1 - b1)
-    vr = v[rows, :cols].mul_(b2).addcmul_(grad, grad, value=1 - b2)
-    m[rows, :cols] = mr
-    v[rows, :cols] = vr
-    flat[rows, :cols] = flat[rows, :cols] - bc * mr / (vr.sqrt() + EPS)
+    t += 1.0
+    bc = (lr * torch.sqrt(1.0 - B2**t) / (1.0 - B1**t)).to(torch.float32)
+    mr = m[:, :cols].mul_(B1).add_(grad, alpha=1 - B1)
+    vr = v[:, :cols].mul_(B2).addcmul_(grad, grad, value=1 - B2)
+    flat[:, :cols] -= bc * mr / (vr.sqrt() + EPS)
 
 
 # ------------------------------------------------------------------------------------------------
