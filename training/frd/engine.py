@@ -273,7 +273,6 @@ class _Engine:
         self.agent_group, self.agent_slot = np.array(ai, dtype=np.int64).T
         self.A = A = len(ai)
         self.acfg = self.group_cfg[self.agent_group]  # each agent's config index
-        c0 = cfgs[0]
         self.grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]
         # each agent's private value, uniform over its config's declared candidates (gravity by
         # default); the other CartPole constants are the config's shared ones
@@ -289,7 +288,7 @@ class _Engine:
         self.secret = secret
         self.gravity = phys["gravity"]
         self.varied = any(c.private_param != "gravity" for c in cfgs)
-        self.nets = Nets(c0.hidden, c0.layers, A, rng)
+        self.nets = Nets(cfgs[0].hidden, cfgs[0].layers, A, rng)
         per = lambda name, dtype=np.float64: np.array(  # noqa: E731
             [getattr(cfgs[c], name) for c in self.acfg], dtype=dtype
         )
