@@ -216,8 +216,8 @@ def cells_rows(rows, obs, low, high, width, S, mult, cut, cells, clipped):  # no
     ``sum_j clip(floor((s_j - low_j) / width_j), 0, S - 1) * mult_j`` over the cut components
     (``mult_j = 0`` for a component that is not cut); ``clipped[i]`` is True when a cut
     component lies outside ``[low_j, high_j]`` (the state is clipped into the edge cell).
-    Outputs are indexed by position ``i`` in ``rows``. Same arithmetic as
-    :meth:`ldp_audit.training.frd.ProxyGrid.cells` (float64)."""
+    Outputs are indexed by position ``i`` in ``rows``; float64 arithmetic (``tests/
+    test_frd_kernels.py`` checks it against a NumPy reference)."""
     for i in range(rows.shape[0]):
         r = rows[i]
         c = 0
