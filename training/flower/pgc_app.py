@@ -321,8 +321,6 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     """The ServerApp's main: broadcast, receive, aggregate, record."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
-    from ldp_audit.accountant.events import event_for
-
     rc = {**dict(context.run_config), **settings}
     for key in ("pgc-config", "run-dir"):
         if key not in rc:
@@ -351,14 +349,13 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
         extra={"engine": f"flower {require_flwr().__version__}", "protocol": "synchronous rounds"},
     )
     acc = Accountant(ledger=w.open_ledger())
-    event = event_for(mech)
+    event = mech.event()  # what one report charges (the clients' ledgers charge the same)
     t0 = time.perf_counter()
     agg = Eq22Aggregator(init_theta(agent_rng(seed, 0, 0)), cfg.eta, cfg.effective_buffer_size)
     d, cfg_json = agg.theta.size, json.dumps(cfg.to_dict())
     declared, eps = mech.to_config(), cfg.epsilon_per_submission  # what a reply must carry
-    ids: list[tuple[int, ...]] = []  # one row per accepted report, the _IDS columns
-    reports: list[np.ndarray] = []
-    scores: list[float] = []
+    # one row per accepted report: (the _IDS columns, the report, its score)
+    accepted: list[tuple[tuple[int, ...], np.ndarray, float]] = []
     thetas: list[np.ndarray] = []
     agent_of_node: dict[int, int] = {}
     rejected: list[dict[str, Any]] = []
@@ -399,16 +396,15 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                     rejected.append({"round": r, "node": int(node), "reason": str(exc)})
                     continue
                 ok.append((f"0/{agent}", event))
-                ids.append((0, agent, k, r, n, r))
-                reports.append(y)
-                scores.append(score)
+                accepted.append(((0, agent, k, r, n, r), y, score))
                 agg.receive(y)  # eq. 22, in node order
             if ok:  # the server's record of the charges its clients declared
                 acc.charge_many(ok)
         # a run in which no report was accepted released nothing usable: say so in its status
-        status = "complete" if ids or not rejected else "failed"
+        status = "complete" if accepted or not rejected else "failed"
     finally:
-        n_rows = len(ids)
+        n_rows = len(accepted)
+        ids, reports, scores = zip(*accepted, strict=True) if accepted else ((), (), ())
         id_cols = np.asarray(ids, dtype=np.int64).reshape(n_rows, len(_IDS)).T
         transcript = dict(zip(_IDS, id_cols, strict=True))
         transcript["report"] = np.asarray(reports, dtype=np.float64).reshape(n_rows, d)
