@@ -228,9 +228,10 @@ class Ledger(LedgerQueries):
         store.check_structure()
         self._ledger_id = meta.get("ledger_id", "")
         self._check_digest(store, meta)
-        choice = resolve_key(version, meta, self.path)
-        self._key, self.key_id, self.auth_note = choice.key, choice.key_id, choice.auth_note
-        self._write_refusal, self.authenticated = choice.write_refusal, choice.key is not None
+        self._key, self.key_id, self.auth_note, self._write_refusal = resolve_key(
+            version, meta, self.path
+        )
+        self.authenticated = self._key is not None
         if self._key is not None:
             self._check_head_mac()
         if self._write_refusal is not None:
