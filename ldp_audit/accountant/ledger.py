@@ -61,7 +61,7 @@ from ldp_audit.accountant.ledger_format import (
     metadata_digest,
 )
 from ldp_audit.accountant.ledger_queries import LedgerQueries
-from ldp_audit.accountant.ledger_replay import Replay
+from ldp_audit.accountant.ledger_replay import Replay, before
 from ldp_audit.accountant.ledger_sqlite import (
     META_TABLE,
     SqliteStore,
@@ -297,15 +297,22 @@ class Ledger(LedgerQueries):
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
         with self._lock:
+            # a resumed run: its leading rows that repeat earlier rows are not written again,
+            # and the budget check sees the state before the batch (the replayed rows taken out)
             rep = self._replay
-            if rep is None or not rep.active:  # no replay, or past the last earlier row
-                return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
-
-            def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
-                self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
-
-            rep.charge(rows, check, write)
-            return len(rows)
+            k = 0 if rep is None else rep.match(rows)
+            if k < len(rows):
+                self._charge_rows(
+                    rows[k:] if k else rows,
+                    rows,
+                    run_id=run_id,
+                    check=(lambda st: check(before(st, rows[:k]))) if k and check else check,
+                    when=when,
+                )
+            if k:  # all of it succeeded: past the replayed rows (or every earlier row)
+                rep.replayed += k  # type: ignore[union-attr]
+                rep.next = rep.next + k if k == len(rows) else rep.rows + 1  # type: ignore[union-attr]
+        return len(rows)
 
     def _charge_rows(
         self,

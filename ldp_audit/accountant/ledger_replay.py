@@ -12,12 +12,11 @@ rows taken out), as the first attempt did. Works over any store that keeps rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ldp_audit.accountant.ledger_format import AgentState
 from ldp_audit.errors import LedgerError
 
-__all__ = ["Replay"]
+__all__ = ["Replay", "before"]
 
 
 class Replay:
@@ -44,11 +43,6 @@ class Replay:
         self._path = path
         self._missing = missing
 
-    @property
-    def active(self) -> bool:
-        """Whether earlier rows remain to be matched."""
-        return self.next <= self.rows
-
     def status(self) -> dict[str, int]:
         """``{"rows", "replayed", "pending"}``."""
         return {"rows": self.rows, "replayed": self.replayed, "pending": self.rows - self.replayed}
@@ -74,31 +68,6 @@ class Replay:
                     f"was charged. Start a new run instead of --resume"
                 )
         return max(k, 0)
-
-    def charge(
-        self,
-        rows: Sequence[tuple[str, str, str]],
-        check: Callable[[dict[str, AgentState]], None] | None,
-        write: Callable[[Sequence[tuple[str, str, str]], Any], None],
-    ) -> None:
-        """One batch of a resumed run: its leading rows that repeat earlier rows are skipped,
-        the rest written by ``write(rest, check)`` (``check`` then sees the state before the
-        batch, the replayed rows taken out). Nothing changes here unless it all succeeds."""
-        k = self.match(rows)
-        if k == len(rows):  # every charge of the batch was made before the interruption
-            self.next += k
-            self.replayed += k
-            return
-        replayed = rows[:k]
-        inner = check
-        if inner is not None and replayed:
-
-            def check(states: dict[str, AgentState]) -> None:
-                inner(before(states, replayed))
-
-        write(rows[k:], check)
-        self.replayed += k
-        self.next = self.rows + 1  # past the last earlier row: later charges are written
 
 
 def before(
