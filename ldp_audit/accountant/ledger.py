@@ -388,8 +388,7 @@ class Ledger(LedgerQueries):
 
         No budget check: ``Accountant.charge`` is the way to spend budget. Returns the row count.
         """
-        norm = check_rows(rows, run_id)
-        return self.charge_rows(norm, run_id=run_id)
+        return self.charge_rows(check_rows(rows, run_id), run_id=run_id)
 
     # ---- metadata ----------------------------------------------------------------------------
 
