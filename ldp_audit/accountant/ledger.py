@@ -49,7 +49,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey, load_key
-from ldp_audit.accountant.ledger_chain import genesis_records
+from ldp_audit.accountant.ledger_chain import check_head_mac, genesis_records
 from ldp_audit.accountant.ledger_format import (
     RESERVED_META,
     SCHEMA_VERSION,
@@ -232,8 +232,7 @@ class Ledger(LedgerQueries):
             version, meta, self.path
         )
         self.authenticated = self._key is not None
-        if self._key is not None:
-            self._check_head_mac()
+        check_head_mac(self._key, self._ledger_id, self.path, store.checked_head())  # cheap
         if self._write_refusal is not None:
             self.readonly = True
         if not self.readonly:

@@ -194,13 +194,8 @@ class ChainWriter:
         agent_rows, state_rows = written
         get = states.get
         for a, n, last, _, _ in agent_rows:
-            st = get(a)
-            if st is None:
-                cache[a] = AgentState(n, last)
-            else:
-                st.n = n
-                st.last_id = last
-                cache[a] = st
+            st = cache[a] = get(a) or AgentState()
+            st.n, st.last_id = n, last
         for a, s, e, n, _ in state_rows:
             cache[a].events[(s, e)] = n
         if len(cache) > limit:
