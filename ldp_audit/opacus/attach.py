@@ -573,6 +573,7 @@ class CanaryAudit:
             "clip": c["max_grad_norm"],
             "sample_rate": c["sample_rate"],
             "expected_batch_size": c["expected_batch_size"],
+            "delta": self.delta,
         }
 
     def finish(self, *, audit: bool = True, model: Any = None, score_fn: Any = None,
