@@ -262,6 +262,13 @@ def _conclude(
             "{y = H_seed(x)} needs the hash): pass statistics=[stat] with stat(outputs, x, "
             "x_prime) -> one score per output row that computes it"
         )
+    if sel.big_ints:
+        warn.append(
+            "the outputs are integers beyond 2^53 in magnitude: the auditor reads outputs as "
+            "float64, which cannot tell neighbouring integers apart there, so a difference in "
+            "their low digits is invisible to the events (a user statistic gets the raw "
+            "outputs); release them minus an offset to audit them exactly"
+        )
     if sel.n_nonfinite:
         warn.append(
             f"{sel.n_nonfinite} of the selection outputs were NaN or inf (scored as +inf by "
