@@ -206,6 +206,9 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
+    # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises
+    if isinstance(getattr(unwrapped, name), (int, np.integer)):
+        value = int(value)
     setattr(unwrapped, name, value)
     if isinstance(unwrapped, CartPoleEnv):
         for key, fn in _CARTPOLE_DERIVED.items():
@@ -264,10 +267,10 @@ def check_private_param(
                 f"env {env_id!r} has action space {a_space}: continuous and other non-Discrete "
                 "action spaces are not supported yet (discrete action spaces only)"
             )
-        if not isinstance(o_space, gym.spaces.Box):
+        if not isinstance(o_space, gym.spaces.Box) or not np.prod(o_space.shape):
             raise InvalidParameterError(
-                f"env {env_id!r} has observation space {o_space}: only Box observations are "
-                "supported"
+                f"env {env_id!r} has observation space {o_space}: only Box observations (of at "
+                "least one number: the network reads nothing else) are supported"
             )
         u = env.unwrapped
         if not hasattr(u, name):
@@ -287,6 +290,11 @@ def check_private_param(
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
         _check_physical(u, name, vals)
+        if isinstance(cur, (int, np.integer)) and (bad := [v for v in vals if v != int(v)]):
+            raise InvalidParameterError(
+                f"private parameter {name!r} of {type(u).__name__} is an integer (it is {cur!r}): "
+                f"candidate {bad[0]!r} is not (give integers, or make the env's default a float)"
+            )
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
