@@ -621,3 +621,19 @@ def test_an_int_parameter_takes_int_candidates() -> None:
     assert not np.array_equal(obs[0], obs[1])  # 1 vs 3 substeps from the same state
     with pytest.raises(InvalidParameterError, match=r"'substeps' .* is an integer .* 2\.5"):
         check_private_param("TestSubsteps-v0", "substeps", [1, 2.5])
+
+
+@pytest.mark.parametrize("dt", [2.0, 50.0, 1e10])
+def test_a_diverging_acrobot_step_is_refused_not_a_hang(dt: float) -> None:
+    """Acrobot's ``dt=0.2,50`` never returned: the RK4 step diverged and ``wrap``'s loop ran
+    without end (Gymnasium's single env in the probe, the compiled batch in training)."""
+    with pytest.raises(InvalidParameterError, match=rf"'dt'.*diverged.*dt={dt!r}"):
+        check_private_param("Acrobot-v1", "dt", [0.2, dt])
+    info, _ = check_private_param("Acrobot-v1", "dt", [0.2, 0.4])
+    env = make_param_vector_env(info, "dt", 2)
+    env.set_param(np.arange(2), np.array([0.2, 0.2]))
+    env.reset(seed=[0, 1])
+    env.set_param(np.array([1]), np.array([dt]))  # a row diverging in training: named
+    with pytest.raises(InvalidParameterError, match=rf"row 1, dt={dt!r}"):
+        for _ in range(30):
+            env.step(np.array([0, 2]))

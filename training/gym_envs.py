@@ -307,9 +307,7 @@ def check_private_param(
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
         # the first candidate twice: a difference there is the env's own unseeded noise
-        traces = [
-            _probe_steps(env_id, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
-        ]
+        traces = [_probe_steps(info, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)]
         if not np.array_equal(traces[0], traces[1]):
             raise InvalidParameterError(
                 f"env {env_id!r} is not reproducible: reset(seed=0) and the same actions with "
@@ -330,8 +328,26 @@ def check_private_param(
     )
 
 
+class _OneRow:
+    """One row of a native batch with the single-env API: a native parameter is probed on what
+    trains (Gymnasium's Python Acrobot never returned from ``wrap`` on a diverged state, dt=50)."""
+
+    def __init__(self, info: EnvInfo, name: str) -> None:
+        self.batch = make_param_vector_env(info, name, 1)
+        self.action_space = self.batch.single_action_space
+
+    def reset(self, seed: int) -> tuple[np.ndarray, dict]:
+        return self.batch.reset(seed=[seed])[0][0], {}
+
+    def step(self, action: int) -> tuple:
+        return tuple(x[0] for x in self.batch.step(np.array([action]))[:4]) + ({},)
+
+    def close(self) -> None:
+        pass
+
+
 def _probe_steps(
-    env_id: str, name: str, value: float, max_episode_steps: int | None, steps: int
+    info: EnvInfo, name: str, value: float, max_episode_steps: int | None, steps: int
 ) -> np.ndarray:
     """The env with ``value`` set, reset (seed 0) and stepped; returns the trace (observations,
     rewards, terminations, truncations). The first :data:`PROBE_STEPS` actions cycle; then each
@@ -339,12 +355,16 @@ def _probe_steps(
     coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
     velocity this is the policy that reaches the goal), each even one draws from a fixed
     generator: the same actions for every candidate."""
-    env = _make(env_id, max_episode_steps)
+    env_id = info.env_id
+    env = _OneRow(info, name) if info.native else _make(env_id, max_episode_steps)
     rng = np.random.default_rng(0)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
-            _set_param(env.unwrapped, name, value)
+            if info.native:
+                env.batch.set_param(np.zeros(1, np.int64), np.array([value]))
+            else:
+                _set_param(env.unwrapped, name, value)
             n, first = int(env.action_space.n), int(env.action_space.start)  # Discrete(n, start)
             o = np.asarray(env.reset(seed=0)[0], np.float64).ravel()
             trace, episode, start = [o], 0, 0
@@ -475,6 +495,12 @@ class AcrobotParamVectorEnv(_NativeParamVectorEnv):
             term,
         )
         rew = np.where(term, 0.0, -1.0)
+        if not np.isfinite(self.state).all():
+            r = int(np.flatnonzero(~np.isfinite(self.state).all(axis=1))[0])
+            raise InvalidParameterError(
+                f"env 'Acrobot-v1' diverged (an angle beyond 1e6 rad or not finite after one RK4 "
+                f"step; row {r}, {self.param}={float(self.consts[self.param][r])!r}): lower it"
+            )
         return self._obs(), rew, term, np.zeros(self.num_envs, dtype=bool), {}
 
     def _obs(self) -> np.ndarray:
@@ -519,6 +545,8 @@ def _acrobot_stage(y, h, k, p):
 
 @nb.njit(cache=True, nogil=True)
 def _wrap(x):
+    if not abs(x) < 1e6:  # diverged (Gymnasium's loop would not end): NaN, refused by the caller
+        return math.nan
     pi = math.pi
     diff = pi - -pi
     while x > pi:
