@@ -185,15 +185,15 @@ def test_each_score_is_its_own_episodes_return(monkeypatch) -> None:
     from ldp_audit.training.pgc_a3c_gym import engine
 
     lengths: list[np.ndarray] = []
-    real = engine.loss_gradients
+    real = engine.episode_loss
 
-    def spy(net, theta, obs, acts, rew, steps, *a, **k):
+    def spy(cfg, theta, obs, acts, rew, steps, *a):
         lengths.append(np.asarray(steps).copy())
-        return real(net, theta, obs, acts, rew, steps, *a, **k)
+        return real(cfg, theta, obs, acts, rew, steps, *a)
 
     cfg = GymPgcConfig(env_id="CartPole-v1", private_param="length", values=(0.25, 1.0),
                        mechanism="none", max_submissions=60)  # fmt: skip
-    monkeypatch.setattr(engine, "loss_gradients", spy)
+    monkeypatch.setattr(engine, "episode_loss", spy)
     res = train(cfg, seed=0)
     # CartPole pays 1 per step: a score is its episode's length, in submission order
     np.testing.assert_array_equal(res.zeta[0], np.concatenate(lengths).astype(float))
