@@ -328,24 +328,6 @@ def check_private_param(
     )
 
 
-class _OneRow:
-    """One row of a native batch with the single-env API: a native parameter is probed on what
-    trains (Gymnasium's Python Acrobot never returned from ``wrap`` on a diverged state, dt=50)."""
-
-    def __init__(self, info: EnvInfo, name: str) -> None:
-        self.batch = make_param_vector_env(info, name, 1)
-        self.action_space = self.batch.single_action_space
-
-    def reset(self, seed: int) -> tuple[np.ndarray, dict]:
-        return self.batch.reset(seed=[seed])[0][0], {}
-
-    def step(self, action: int) -> tuple:
-        return tuple(x[0] for x in self.batch.step(np.array([action]))[:4]) + ({},)
-
-    def close(self) -> None:
-        pass
-
-
 def _probe_steps(
     info: EnvInfo, name: str, value: float, max_episode_steps: int | None, steps: int
 ) -> np.ndarray:
@@ -355,22 +337,19 @@ def _probe_steps(
     coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
     velocity this is the policy that reaches the goal), each even one draws from a fixed
     generator: the same actions for every candidate."""
-    env_id = info.env_id
-    env = _OneRow(info, name) if info.native else _make(env_id, max_episode_steps)
+    env_id, row = info.env_id, np.zeros(1, np.int64)
+    # one row of the batch that trains (Gymnasium's Python Acrobot never returned from ``wrap``
+    # on a diverged state, dt=50; the compiled batch refuses it)
+    env = make_param_vector_env(info, name, 1, max_episode_steps=max_episode_steps)
     rng = np.random.default_rng(0)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
-            if info.native:
-                env.batch.set_param(np.zeros(1, np.int64), np.array([value]))
-            else:
-                _set_param(env.unwrapped, name, value)
-            n, first = int(env.action_space.n), int(env.action_space.start)  # Discrete(n, start)
-            o = np.asarray(env.reset(seed=0)[0], np.float64).ravel()
+            env.set_param(row, np.array([value]))
+            n = int(env.single_action_space.n)
+            o = np.asarray(env.reset(seed=[0])[0], np.float64).ravel()
             trace, episode, start = [o], 0, 0
             for k in range(steps):
-                if not np.isfinite(trace[-1]).all():  # a step's, or a reset's observation
-                    break
                 coord = episode // 2 if episode % 2 else None  # even episodes: random actions
                 if k < PROBE_STEPS:
                     action = k % n
@@ -378,28 +357,26 @@ def _probe_steps(
                     action = (n - 1) * int(o[coord] > 0)
                 else:
                     action = int(rng.integers(n))
-                obs, r, term, trunc, _ = env.step(first + action)
+                obs, r, term, trunc, _ = env.step(row + action)
                 o = np.asarray(obs, np.float64).ravel()
-                trace.append(np.concatenate([o, [r, term, trunc]]))
-                if not np.isfinite(trace[-1]).all():
-                    break
+                trace.append(np.concatenate([o, r, term, trunc]))
                 if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
-                    o = np.asarray(env.reset(seed=k + 1)[0], np.float64).ravel()
+                    o = np.asarray(env.reset(seed=[k + 1])[0], np.float64).ravel()
                     trace.append(o)
                     episode, start = episode + 1, k + 1
             out = np.concatenate(trace)
         except Exception as exc:  # noqa: BLE001 - the env rejects the value
+            c = exc.__cause__ or exc  # the env's own error (the batch's UserCodeError wraps it)
+            what = (
+                f"gives non-finite observations or rewards with value {value!r} ({exc})"
+                if type(exc) is InvalidParameterError  # the batch's: non-finite, Acrobot diverged
+                else f"rejects value {value!r} ({type(c).__name__}: {c})"
+            )
             raise InvalidParameterError(
-                f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
-                f"({type(exc).__name__}: {exc})"
+                f"private parameter {name!r}: env {env_id!r} {what}"
             ) from None
         finally:
             env.close()
-    if not np.isfinite(out).all():
-        raise InvalidParameterError(
-            f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
-            f"rewards with value {value!r}"
-        )
     return out
 
 
