@@ -11,6 +11,7 @@ import sqlite3
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from ldp_audit.cli import main
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
@@ -184,19 +185,29 @@ def test_each_score_is_its_own_episodes_return(monkeypatch) -> None:
     from ldp_audit.training.pgc_a3c_gym import engine
 
     lengths: list[np.ndarray] = []
-    real = engine.loss_gradients
+    real = engine.episode_loss
 
-    def spy(net, theta, obs, acts, rew, steps, *a, **k):
+    def spy(cfg, theta, obs, acts, rew, steps, *a):
         lengths.append(np.asarray(steps).copy())
-        return real(net, theta, obs, acts, rew, steps, *a, **k)
+        return real(cfg, theta, obs, acts, rew, steps, *a)
 
     cfg = GymPgcConfig(env_id="CartPole-v1", private_param="length", values=(0.25, 1.0),
                        mechanism="none", max_submissions=60)  # fmt: skip
-    monkeypatch.setattr(engine, "loss_gradients", spy)
+    monkeypatch.setattr(engine, "episode_loss", spy)
     res = train(cfg, seed=0)
     # CartPole pays 1 per step: a score is its episode's length, in submission order
     np.testing.assert_array_equal(res.zeta[0], np.concatenate(lengths).astype(float))
     assert any(np.unique(x).size > 1 for x in lengths)  # rows of different lengths ended together
+
+
+def empty_obs_cartpole() -> gym.Env:
+    """CartPole observing nothing (a Box of shape (0,)): its network saw only zeros."""
+    env = gym.make("CartPole-v1")
+    return gym.wrappers.TransformObservation(env, lambda o: o[:0], gym.spaces.Box(-1, 1, (0,)))
+
+
+if "TestEmptyObs-v0" not in gym.registry:
+    gym.register("TestEmptyObs-v0", entry_point=f"{__name__}:empty_obs_cartpole")
 
 
 @pytest.mark.parametrize(
@@ -204,6 +215,7 @@ def test_each_score_is_its_own_episodes_return(monkeypatch) -> None:
     [
         ({"env_id": "NoSuchEnv-v0"}, "unknown Gymnasium environment id 'NoSuchEnv-v0'"),
         ({"env_id": "Pendulum-v1", "private_param": "g"}, "not supported yet"),
+        ({"env_id": "TestEmptyObs-v0", "private_param": "length"}, r"Box\(.*\(0,\).*at least one"),
         ({"private_param": "LINK_MASS_9"}, "'LINK_MASS_9' is not an attribute of AcrobotEnv"),
         ({"private_param": "book_or_nips"}, "'book_or_nips' of AcrobotEnv is not numeric"),
         ({"values": (1.0,)}, "'LINK_MASS_1' needs at least two candidate values"),
@@ -577,3 +589,51 @@ def test_a_discrete_space_with_a_start_gets_its_own_actions() -> None:
                        values=(0.25, 1.0), mechanism="none", max_submissions=20)  # fmt: skip
     res = train(cfg, seed=0)
     assert res.submissions.tolist() == [20] and cfg.network.n_actions == 2
+
+
+class SubstepsCartPole(CartPoleEnv):
+    """CartPole stepped ``substeps`` times per action: an int attribute used as a count."""
+
+    def __init__(self, render_mode=None) -> None:
+        super().__init__(render_mode=render_mode)
+        self.substeps = 1
+
+    def step(self, action):
+        for _ in range(self.substeps):  # range(2.0) raises
+            out = super().step(action)
+        return out
+
+
+if "TestSubsteps-v0" not in gym.registry:
+    gym.register("TestSubsteps-v0", entry_point=f"{__name__}:SubstepsCartPole",
+                 max_episode_steps=50)  # fmt: skip
+
+
+def test_an_int_parameter_takes_int_candidates() -> None:
+    """An int attribute was set as a float (2.0) and the env refused every candidate ("rejects
+    value 1.0 (TypeError ...)"): integral candidates are set as ints, others refused by name."""
+    info, vals = check_private_param("TestSubsteps-v0", "substeps", [1, 3])
+    env = make_param_vector_env(info, "substeps", 2)
+    env.set_param(np.arange(2), np.asarray(vals))
+    assert [type(u.substeps) for u in env._unwrapped] == [int, int]
+    env.reset(seed=[0, 0])
+    obs = env.step(np.zeros(2, dtype=np.int64))[0]
+    assert not np.array_equal(obs[0], obs[1])  # 1 vs 3 substeps from the same state
+    with pytest.raises(InvalidParameterError, match=r"'substeps' .* is an integer .* 2\.5"):
+        check_private_param("TestSubsteps-v0", "substeps", [1, 2.5])
+
+
+@pytest.mark.parametrize("dt", [2.0, 50.0, 1e10])
+def test_a_diverging_acrobot_step_is_refused_not_a_hang(dt: float) -> None:
+    """Acrobot's ``dt=0.2,50`` never returned: the RK4 step diverged and ``wrap``'s loop ran
+    without end (Gymnasium's single env in the probe, the compiled batch in training)."""
+    with pytest.raises(InvalidParameterError, match=rf"'dt'.*diverged.*dt={dt!r}"):
+        check_private_param("Acrobot-v1", "dt", [0.2, dt])
+    info, _ = check_private_param("Acrobot-v1", "dt", [0.2, 0.4])
+    env = make_param_vector_env(info, "dt", 2)
+    env.set_param(np.arange(2), np.array([0.2, 0.2]))
+    env.reset(seed=[0, 1])
+    env.set_param(np.array([1]), np.array([dt]))  # a row diverging in training: named
+    with pytest.raises(InvalidParameterError, match=rf"row 1, dt={dt!r}"):
+        for _ in range(30):
+            env.step(np.array([0, 2]))

@@ -206,6 +206,9 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
+    # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises
+    if isinstance(getattr(unwrapped, name), (int, np.integer)):
+        value = int(value)
     setattr(unwrapped, name, value)
     if isinstance(unwrapped, CartPoleEnv):
         for key, fn in _CARTPOLE_DERIVED.items():
@@ -264,10 +267,10 @@ def check_private_param(
                 f"env {env_id!r} has action space {a_space}: continuous and other non-Discrete "
                 "action spaces are not supported yet (discrete action spaces only)"
             )
-        if not isinstance(o_space, gym.spaces.Box):
+        if not isinstance(o_space, gym.spaces.Box) or not np.prod(o_space.shape):
             raise InvalidParameterError(
-                f"env {env_id!r} has observation space {o_space}: only Box observations are "
-                "supported"
+                f"env {env_id!r} has observation space {o_space}: only Box observations (of at "
+                "least one number: the network reads nothing else) are supported"
             )
         u = env.unwrapped
         if not hasattr(u, name):
@@ -287,6 +290,11 @@ def check_private_param(
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
         _check_physical(u, name, vals)
+        if isinstance(cur, (int, np.integer)) and (bad := [v for v in vals if v != int(v)]):
+            raise InvalidParameterError(
+                f"private parameter {name!r} of {type(u).__name__} is an integer (it is {cur!r}): "
+                f"candidate {bad[0]!r} is not (give integers, or make the env's default a float)"
+            )
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
@@ -299,9 +307,7 @@ def check_private_param(
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
         # the first candidate twice: a difference there is the env's own unseeded noise
-        traces = [
-            _probe_steps(env_id, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
-        ]
+        traces = [_probe_steps(info, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)]
         if not np.array_equal(traces[0], traces[1]):
             raise InvalidParameterError(
                 f"env {env_id!r} is not reproducible: reset(seed=0) and the same actions with "
@@ -323,7 +329,7 @@ def check_private_param(
 
 
 def _probe_steps(
-    env_id: str, name: str, value: float, max_episode_steps: int | None, steps: int
+    info: EnvInfo, name: str, value: float, max_episode_steps: int | None, steps: int
 ) -> np.ndarray:
     """The env with ``value`` set, reset (seed 0) and stepped; returns the trace (observations,
     rewards, terminations, truncations). The first :data:`PROBE_STEPS` actions cycle; then each
@@ -331,18 +337,19 @@ def _probe_steps(
     coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
     velocity this is the policy that reaches the goal), each even one draws from a fixed
     generator: the same actions for every candidate."""
-    env = _make(env_id, max_episode_steps)
+    env_id, row = info.env_id, np.zeros(1, np.int64)
+    # one row of the batch that trains (Gymnasium's Python Acrobot never returned from ``wrap``
+    # on a diverged state, dt=50; the compiled batch refuses it)
+    env = make_param_vector_env(info, name, 1, max_episode_steps=max_episode_steps)
     rng = np.random.default_rng(0)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
-            _set_param(env.unwrapped, name, value)
-            n, first = int(env.action_space.n), int(env.action_space.start)  # Discrete(n, start)
-            o = np.asarray(env.reset(seed=0)[0], np.float64).ravel()
+            env.set_param(row, np.array([value]))
+            n = int(env.single_action_space.n)
+            o = np.asarray(env.reset(seed=[0])[0], np.float64).ravel()
             trace, episode, start = [o], 0, 0
             for k in range(steps):
-                if not np.isfinite(trace[-1]).all():  # a step's, or a reset's observation
-                    break
                 coord = episode // 2 if episode % 2 else None  # even episodes: random actions
                 if k < PROBE_STEPS:
                     action = k % n
@@ -350,28 +357,26 @@ def _probe_steps(
                     action = (n - 1) * int(o[coord] > 0)
                 else:
                     action = int(rng.integers(n))
-                obs, r, term, trunc, _ = env.step(first + action)
+                obs, r, term, trunc, _ = env.step(row + action)
                 o = np.asarray(obs, np.float64).ravel()
-                trace.append(np.concatenate([o, [r, term, trunc]]))
-                if not np.isfinite(trace[-1]).all():
-                    break
+                trace.append(np.concatenate([o, r, term, trunc]))
                 if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
-                    o = np.asarray(env.reset(seed=k + 1)[0], np.float64).ravel()
+                    o = np.asarray(env.reset(seed=[k + 1])[0], np.float64).ravel()
                     trace.append(o)
                     episode, start = episode + 1, k + 1
             out = np.concatenate(trace)
         except Exception as exc:  # noqa: BLE001 - the env rejects the value
+            c = exc.__cause__ or exc  # the env's own error (the batch's UserCodeError wraps it)
+            what = (
+                f"gives non-finite observations or rewards with value {value!r} ({exc})"
+                if type(exc) is InvalidParameterError  # the batch's: non-finite, Acrobot diverged
+                else f"rejects value {value!r} ({type(c).__name__}: {c})"
+            )
             raise InvalidParameterError(
-                f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
-                f"({type(exc).__name__}: {exc})"
+                f"private parameter {name!r}: env {env_id!r} {what}"
             ) from None
         finally:
             env.close()
-    if not np.isfinite(out).all():
-        raise InvalidParameterError(
-            f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
-            f"rewards with value {value!r}"
-        )
     return out
 
 
@@ -467,6 +472,12 @@ class AcrobotParamVectorEnv(_NativeParamVectorEnv):
             term,
         )
         rew = np.where(term, 0.0, -1.0)
+        if not np.isfinite(self.state).all():
+            r = int(np.flatnonzero(~np.isfinite(self.state).all(axis=1))[0])
+            raise InvalidParameterError(
+                f"env 'Acrobot-v1' diverged (an angle beyond 1e6 rad or not finite after one RK4 "
+                f"step; row {r}, {self.param}={float(self.consts[self.param][r])!r}): lower it"
+            )
         return self._obs(), rew, term, np.zeros(self.num_envs, dtype=bool), {}
 
     def _obs(self) -> np.ndarray:
@@ -511,6 +522,8 @@ def _acrobot_stage(y, h, k, p):
 
 @nb.njit(cache=True, nogil=True)
 def _wrap(x):
+    if not abs(x) < 1e6:  # diverged (Gymnasium's loop would not end): NaN, refused by the caller
+        return math.nan
     pi = math.pi
     diff = pi - -pi
     while x > pi:
