@@ -73,7 +73,7 @@ def upload_features(
     Returns:
         ``(keys (U, 3) int64 [trial, agent, submission], features (U, d) float64)``.
     """
-    from ldp_audit.training.frd import ProxyGrid
+    from ldp_audit.training.frd.proxy import ProxyGrid
 
     keys = np.stack(
         [transcript["trial"], transcript["agent"], transcript["submission"]], axis=1
@@ -202,7 +202,8 @@ def attack_run_dir(
     """
     t0 = time.perf_counter()
     from ldp_audit.attacks.dynamics import ShadowGradientAttack
-    from ldp_audit.training.frd import ALGORITHM, FrdConfig, train_many
+    from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
+    from ldp_audit.training.frd.engine import train_many
 
     run_dir = Path(run_dir)
     n_shadow = check_int(n_shadow, "n_shadow", minimum=1)

@@ -188,7 +188,7 @@ def estimate(kw: dict) -> float:
     from ldp_audit.training.dprl.config import ReproduceSettings as DprlSettings
     from ldp_audit.training.fedrl import FedRLConfig
     from ldp_audit.training.fedrl.reproduce import ReproConfig
-    from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.frd.config import FrdConfig
     from ldp_audit.training.frd.reproduce import ReproduceSettings as FrdSettings
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
     from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig

@@ -130,7 +130,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
     for c in cfgs:
         a = int(c.groups) * int(c.n_agents)
         h, n_l = int(c.hidden), int(c.layers)
-        # training.frd.param_layout in closed form (actor 4-h-...-h-2, critic 4-h-...-h-1)
+        # training.frd.nets.param_layout in closed form (actor 4-h-...-h-2, critic 4-h-...-h-1)
         body = 4 * h + h + (n_l - 1) * (h * h + h)
         p = 2 * body + (h * 2 + 2) + (h * 1 + 1)
         # flat parameters, Adam's m and v, a gradient / update buffer, the float64 model output
@@ -327,7 +327,7 @@ def dprl_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
 def frd_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
     """``reproduce frd`` (:class:`~ldp_audit.training.frd.reproduce.ReproduceSettings`): every
     sweep config (counted as if trained together: an upper bound) and the leak runs."""
-    from ldp_audit.training.frd import FrdConfig, setting_config
+    from ldp_audit.training.frd.config import FrdConfig, setting_config
 
     common = dict(groups=s.groups, max_episodes=s.max_episodes, threshold=s.threshold)
     sweep = [setting_config(st, n_agents=int(n), **common) for st in s.settings for n in s.agents]

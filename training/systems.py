@@ -376,7 +376,7 @@ FRD_TINY = dict(n_agents=2, groups=2, sections=10, exchange_period=3, initial_ep
 FRD = SystemSpec(
     name="frd",
     summary="FRD (Cha et al. 2019): proxy experience memory exchange, and its LDP variant",
-    config="ldp_audit.training.frd:FrdConfig",
+    config="ldp_audit.training.frd.config:FrdConfig",
     trainer="ldp_audit.training.frd.run:train_run",
     schema="ldp_audit.training.systems:frd_schema",
     targets="ldp_audit.training.systems:frd_targets",
@@ -492,7 +492,7 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
     """The setting's preset, the options given over it (FrdConfig refuses ``--epsilon`` but
     with ``--mode frd``; inf is the non-private upload); the secret from ``--gravities`` or
     ``--private-param`` (not both)."""
-    from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
+    from ldp_audit.training.frd.config import PAPER_SETTINGS, FrdConfig
 
     gravities, pp = kw.pop("gravities", None), args.private_param
     if pp is not None and gravities is not None:
