@@ -186,7 +186,7 @@ def estimate(kw: dict) -> float:
     from ldp_audit.training import sizes
     from ldp_audit.training.dprl.config import DprlConfig
     from ldp_audit.training.dprl.config import ReproduceSettings as DprlSettings
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.reproduce import ReproConfig
     from ldp_audit.training.frd.config import FrdConfig
     from ldp_audit.training.frd.reproduce import ReproduceSettings as FrdSettings

@@ -507,7 +507,7 @@ def _api_cases() -> list:
     from ldp_audit.accountant import Budget
     from ldp_audit.training.dprl.config import DprlConfig
     from ldp_audit.training.dprl.config import ReproduceSettings as DprlRepro
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.reproduce import ReproConfig
     from ldp_audit.training.frd.config import FrdConfig
     from ldp_audit.training.frd.reproduce import ReproduceSettings as FrdRepro

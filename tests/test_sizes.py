@@ -472,7 +472,7 @@ def test_train_fedrl_estimate_counts_the_pld_of_a_clipped_run() -> None:
     """A clipped FedRL run's privacy table composes its spent epsilon as a PLD at the planner's
     cap (about 0.7 GiB), which the estimate did not count; an unclipped run's is infinite."""
     from ldp_audit.accountant.pld import MAX_POINTS
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.sizes import fedrl_estimates
 
     def parts(**kw: object) -> dict[str, tuple[str, float]]:

@@ -349,7 +349,7 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     per size (a task per (method, run): one run's memory, no transcript kept), Figure 4 per
     history length (no transcript), the attack runs (one recorded run each)."""
     from ldp_audit.accountant.pld import MAX_POINTS as PLD_CAP
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
 
     kw = dict(n_maps=rc.n_maps, map_seed=rc.seed, n_envs=rc.n_envs, eval_maps=rc.eval_maps)
     held = "the transcript"  # Table 1 and Figure 4 train with record=False

@@ -280,7 +280,7 @@ FEDRL_TINY = dict(size=8, n_maps=100, train_steps=20, n_envs=4, batch_size=8, le
 FEDRL = SystemSpec(
     name="fedrl",
     summary="FedRL (Zhuo et al. 2019): Gaussian noise on shared Q outputs, GridWorld",
-    config="ldp_audit.training.fedrl:FedRLConfig",
+    config="ldp_audit.training.fedrl.config:FedRLConfig",
     trainer="ldp_audit.training.fedrl.runs:train_run",
     schema="ldp_audit.training.systems:fedrl_schema",
     targets="ldp_audit.training.systems:fedrl_targets",
@@ -446,7 +446,7 @@ def threads_option(p: Any) -> None:
 
 def fedrl_config(args: Any, kw: dict[str, Any]) -> Any:
     """A method named twice (``--methods fedrl fedrl``) is trained once."""
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
 
     if "methods" in kw:
         kw["methods"] = tuple(dict.fromkeys(kw["methods"]))
