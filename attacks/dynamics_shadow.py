@@ -81,7 +81,7 @@ def simulate_shadow(
     rng = check_rng(rng)
     sim = simulator
     if sim is None:  # the public simulator of the known MDP (it needs the training package)
-        from ldp_audit.training.pgc_a3c import episode_gradients as sim
+        from ldp_audit.training.pgc_a3c.rollout import episode_gradients as sim
     g = np.asarray(gravities, dtype=np.float64).reshape(-1)
     if g.size == 0 or not np.isfinite(g).all() or (g <= 0).any():
         raise InvalidParameterError(f"gravities must be finite and > 0, got {g[:5]!r}...")

@@ -209,7 +209,7 @@ class PgcA3cTrainer:
     def __call__(self, gravities: np.ndarray, run_dir: Path, rng: np.random.Generator) -> None:
         import dataclasses
 
-        from ldp_audit.training.pgc_a3c import train
+        from ldp_audit.training.pgc_a3c.grid import train
 
         rng = check_rng(rng)
         g = tuple(float(x) for x in np.asarray(gravities, dtype=np.float64).reshape(-1))

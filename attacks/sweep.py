@@ -47,7 +47,7 @@ THETAS: tuple[str, ...] = ("init", "trained", "crafted")
 
 def make_mechanism(name: str, epsilon: float) -> Any:
     """Paper mechanisms at one per-report epsilon (C = 0.01 Laplace, C = 1 PRS); inf -> none."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     none = math.isinf(epsilon) or name == "none"
     return PgcA3cConfig(mechanism="none" if none else name, epsilon=epsilon).make_mechanism()
@@ -60,11 +60,12 @@ def broadcast_theta(
     from ldp_audit.attacks.dynamics import craft_theta, linear_controller_theta
 
     if kind == "init":
-        from ldp_audit.training.pgc_a3c import init_theta
+        from ldp_audit.training.pgc_a3c.model import init_theta
 
         return init_theta(rng), {"theta": "init", "source": "PGC-A3C Glorot initialisation"}
     if kind == "trained":
-        from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+        from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+        from ldp_audit.training.pgc_a3c.grid import train
 
         cfg = PgcA3cConfig(mechanism="none", trials=1, max_submissions=train_submissions)
         res = train(cfg, seed=int(rng.integers(2**31)), progress=False)

@@ -25,7 +25,8 @@ import numpy as np
 
 from ldp_audit.attacks.dynamics import GRAVITIES, ShadowGradientAttack, simulate_shadow
 from ldp_audit.mechanisms import Laplace
-from ldp_audit.training.pgc_a3c import episode_gradients, init_theta
+from ldp_audit.training.pgc_a3c.model import init_theta
+from ldp_audit.training.pgc_a3c.rollout import episode_gradients
 
 
 def _best(fn, repeat: int = 3) -> float:

@@ -87,7 +87,8 @@ class DemoResult:
 
 def _train(run_dir: Path, s: DemoSettings, seed: int, progress: bool, overwrite: bool) -> None:
     """The PGC-A3C run of the demo's settings, into ``run_dir``."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.grid import train
 
     names = ("mechanism", "epsilon", "trials", "n_agents", "max_submissions")  # its fields
     cfg = PgcA3cConfig(**{k: getattr(s, k) for k in names})

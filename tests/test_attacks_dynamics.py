@@ -116,7 +116,7 @@ def test_eps_inf_recovers_gravity_far_above_chance() -> None:
     # random initial theta, 10 reports per agent, no privacy. Measured: 198/200 correct
     # (0.99; chance 0.5) with seed 0. If the attack's true accuracy is >= 0.95, P(correct < 150)
     # is < 1e-20 (binomial tail), so the bound below fails only if the attack is broken.
-    from ldp_audit.training.pgc_a3c import init_theta
+    from ldp_audit.training.pgc_a3c.model import init_theta
 
     theta = init_theta(np.random.default_rng(0))
     r = D.run(

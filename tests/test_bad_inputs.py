@@ -713,7 +713,7 @@ def test_release_keywords_are_type_checked_not_coerced(kw: dict, needle: str) ->
 
 
 def _pgc(**kw: Any) -> Any:
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     return PgcA3cConfig(**kw)
 

@@ -214,7 +214,7 @@ def pgc_estimates(
     keeps its transcript, default yes) by ``processes`` processes (a reproduction's parent and
     its workers)."""
     from ldp_audit.accountant.ledger_tally import SLOT_BYTES
-    from ldp_audit.training.pgc_a3c import DIM
+    from ldp_audit.training.pgc_a3c.model import DIM
 
     cfgs = list(cfgs) if isinstance(cfgs, (list, tuple)) else [cfgs]
     rec = [True] * len(cfgs) if record is None else [bool(r) for r in record]
@@ -244,7 +244,7 @@ def pgc_reproduce_estimates(cfg: Any) -> list[Estimate]:
     """``reproduce pgc-a3c`` (:class:`~ldp_audit.training.pgc_a3c.reproduce.ReproduceConfig`): the
     grid's settings and the Figure 2 runs (every one counted: an upper bound), no transcripts,
     in this process and ``workers`` worker processes (none with one worker)."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     grid = [PgcA3cConfig(mechanism="none", trials=cfg.trials, max_submissions=cfg.max_submissions)]
     grid *= len(cfg.mechanisms) * len(cfg.epsilons)

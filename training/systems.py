@@ -69,7 +69,7 @@ PGC_SCHEMA = TranscriptSchema(
 
 def pgc_targets(cfg: Any) -> list[tuple[str, Any, dict[str, Any]]]:
     """The per-submission report mechanism, audited in the report's dimension (112)."""
-    from ldp_audit.training.pgc_a3c import DIM
+    from ldp_audit.training.pgc_a3c.model import DIM
 
     return [("report", cfg.make_mechanism(), {"dim": DIM})]
 
@@ -86,7 +86,7 @@ def pgc_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
 PGC_A3C = SystemSpec(
     name="pgc-a3c",
     summary="PGC-A3C (Ono & Takahashi 2020): local DP on gradients, CartPole with private gravity",
-    config="ldp_audit.training.pgc_a3c:PgcA3cConfig",
+    config="ldp_audit.training.pgc_a3c.config:PgcA3cConfig",
     trainer="ldp_audit.training.pgc_a3c.grid:train_run",
     schema=PGC_SCHEMA,
     targets="ldp_audit.training.systems:pgc_targets",
