@@ -719,7 +719,7 @@ def _pgc(**kw: Any) -> Any:
 
 
 def _dynamics(**kw: Any) -> Any:
-    from ldp_audit.attacks import dynamics as D
+    from ldp_audit.attacks import dynamics_experiment as D
     from ldp_audit.attacks.sweep import broadcast_theta
     from ldp_audit.mechanisms import Laplace
 
