@@ -22,7 +22,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
+from ldp_audit.attacks.dynamics_run_dir import attack_private_param_run, score_private_param_run
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.trainer import train
 

@@ -77,7 +77,7 @@ def test_bad_device_values_refused(bad: Any) -> None:
 def test_every_stage_trains_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """Table 1's runs, Figure 4's and the attack's: each stage's FedRLConfig names the device
     (a config naming cuda is valid without CUDA; only training on it is refused)."""
-    import ldp_audit.training.fedrl as F
+    import ldp_audit.training.fedrl.runs as F
     from ldp_audit.training.fedrl.reproduce import _stage, _table1_config
 
     seen = []

@@ -416,7 +416,7 @@ def test_attack_recovers_acrobot_link_mass_and_stays_under_its_ceiling_with_lapl
     """benchmarks/gym_leakage.py's Acrobot rows (60 agents, 10 shadows, seed 0): without
     privacy, the 95% Clopper-Pearson interval of the accuracy lies above chance 1/3; at Laplace
     epsilon 1 it does not exceed the ceiling e / (e + 2) (no violation)."""
-    from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
+    from ldp_audit.attacks.dynamics_run_dir import attack_private_param_run, score_private_param_run
 
     out = {}
     for mech, name in (("none", "LINK_MASS_2"), ("laplace", "LINK_MASS_1")):
@@ -480,7 +480,7 @@ def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
 def test_attack_ceiling_composes_an_agents_reports(tmp_path) -> None:
     """rounds = 2 at epsilon 2 per agent: each report is 1-LDP, the attack combines an agent's
     T = 2 reports, and its ceiling is e^(T eps) / (e^(T eps) + k - 1) at T eps = 2."""
-    from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
+    from ldp_audit.attacks.dynamics_run_dir import attack_private_param_run, score_private_param_run
     from ldp_audit.attacks.scoring import accuracy_ceiling
 
     run = tmp_path / "run"

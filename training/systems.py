@@ -69,7 +69,7 @@ PGC_SCHEMA = TranscriptSchema(
 
 def pgc_targets(cfg: Any) -> list[tuple[str, Any, dict[str, Any]]]:
     """The per-submission report mechanism, audited in the report's dimension (112)."""
-    from ldp_audit.training.pgc_a3c import DIM
+    from ldp_audit.training.pgc_a3c.model import DIM
 
     return [("report", cfg.make_mechanism(), {"dim": DIM})]
 
@@ -86,7 +86,7 @@ def pgc_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
 PGC_A3C = SystemSpec(
     name="pgc-a3c",
     summary="PGC-A3C (Ono & Takahashi 2020): local DP on gradients, CartPole with private gravity",
-    config="ldp_audit.training.pgc_a3c:PgcA3cConfig",
+    config="ldp_audit.training.pgc_a3c.config:PgcA3cConfig",
     trainer="ldp_audit.training.pgc_a3c.grid:train_run",
     schema=PGC_SCHEMA,
     targets="ldp_audit.training.systems:pgc_targets",
@@ -280,7 +280,7 @@ FEDRL_TINY = dict(size=8, n_maps=100, train_steps=20, n_envs=4, batch_size=8, le
 FEDRL = SystemSpec(
     name="fedrl",
     summary="FedRL (Zhuo et al. 2019): Gaussian noise on shared Q outputs, GridWorld",
-    config="ldp_audit.training.fedrl:FedRLConfig",
+    config="ldp_audit.training.fedrl.config:FedRLConfig",
     trainer="ldp_audit.training.fedrl.runs:train_run",
     schema="ldp_audit.training.systems:fedrl_schema",
     targets="ldp_audit.training.systems:fedrl_targets",
@@ -376,7 +376,7 @@ FRD_TINY = dict(n_agents=2, groups=2, sections=10, exchange_period=3, initial_ep
 FRD = SystemSpec(
     name="frd",
     summary="FRD (Cha et al. 2019): proxy experience memory exchange, and its LDP variant",
-    config="ldp_audit.training.frd:FrdConfig",
+    config="ldp_audit.training.frd.config:FrdConfig",
     trainer="ldp_audit.training.frd.run:train_run",
     schema="ldp_audit.training.systems:frd_schema",
     targets="ldp_audit.training.systems:frd_targets",
@@ -446,7 +446,7 @@ def threads_option(p: Any) -> None:
 
 def fedrl_config(args: Any, kw: dict[str, Any]) -> Any:
     """A method named twice (``--methods fedrl fedrl``) is trained once."""
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
 
     if "methods" in kw:
         kw["methods"] = tuple(dict.fromkeys(kw["methods"]))
@@ -492,7 +492,7 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
     """The setting's preset, the options given over it (FrdConfig refuses ``--epsilon`` but
     with ``--mode frd``; inf is the non-private upload); the secret from ``--gravities`` or
     ``--private-param`` (not both)."""
-    from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
+    from ldp_audit.training.frd.config import PAPER_SETTINGS, FrdConfig
 
     gravities, pp = kw.pop("gravities", None), args.private_param
     if pp is not None and gravities is not None:

@@ -308,7 +308,7 @@ def _plot(result: Any, path: str) -> None:
 
 
 def _dynamics(args: argparse.Namespace) -> int:
-    from ldp_audit.attacks import dynamics as D
+    from ldp_audit.attacks import dynamics_experiment as D
 
     _check_outputs(args)
     if args.run_dir:
@@ -355,7 +355,7 @@ def _membership(args: argparse.Namespace) -> int:
     if args.canary_run_dir is not None:
         check_not_inside_run(args.canary_run_dir, "--canary-run-dir")
         check_new_dir(args.canary_run_dir, name="--canary-run-dir")
-    from ldp_audit.attacks.dynamics import GRAVITIES
+    from ldp_audit.attacks.dynamics_shadow import GRAVITIES
 
     if any(abs(args.canary_gravity - g) < 1e-9 for g in GRAVITIES):
         raise InvalidParameterError(

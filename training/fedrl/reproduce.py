@@ -218,8 +218,7 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     attack setting): a module-level, deterministic task of :func:`ldp_audit.backends.run_tasks`,
     so a stage gives the same numbers in this process, a local pool or on Ray."""
     from ldp_audit.attacks.fedrl import attack_arrays
-    from ldp_audit.training.fedrl import run_fedrl
-    from ldp_audit.training.fedrl.runs import log_arrays
+    from ldp_audit.training.fedrl.runs import log_arrays, run_fedrl
 
     rc: ReproConfig = item["rc"]
     kind, progress = item["kind"], bool(item.get("progress", False))

@@ -13,9 +13,9 @@ epsilon). Its train function plays one alpha-greedy episode at the broadcast the
 (:func:`ldp_audit.training.pgc_a3c.episode_gradients`) and hands the raw gradient to the
 release mod :class:`LdpReleaseMod` through process memory, never through a Flower message. The
 mod charges the agent's ledger durably, *then* randomises
-(:func:`ldp_audit.training.pgc_a3c.privatize_reports`, i.e. :func:`ldp_audit.release.release`),
-and only then puts the noisy report in the reply. Without the mod, the reply holds no gradient,
-and the server refuses it.
+(:func:`ldp_audit.training.pgc_a3c.privacy.privatize_reports`, i.e.
+:func:`ldp_audit.release.release`), and only then puts the noisy report in the reply. Without the
+mod, the reply holds no gradient, and the server refuses it.
 
 Protocol (a synchronous-round version of Algorithm 1; the lock-step engine of
 :mod:`ldp_audit.training.pgc_a3c` emulates the asynchronous one): round r = 0..T-1, the server
@@ -58,13 +58,11 @@ from ldp_audit.training.flower.protocol import (
     sealed_report,
     server_settings,
 )
-from ldp_audit.training.pgc_a3c import (
-    PgcA3cConfig,
-    episode_gradients,
-    init_theta,
-    privatize_reports,
-)
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 from ldp_audit.training.pgc_a3c.metrics import first_success_time
+from ldp_audit.training.pgc_a3c.model import init_theta
+from ldp_audit.training.pgc_a3c.privacy import privatize_reports
+from ldp_audit.training.pgc_a3c.rollout import episode_gradients
 from ldp_audit.validation import check_bool, check_int, check_positive
 
 __all__ = [
@@ -291,7 +289,7 @@ def make_client_app(
 class Eq22Aggregator:
     """Eq. 22 of one trial on reports received over the network: buffer MAX_BUF reports, then
     theta <- theta - eta * mean(buffer). The same arithmetic, in the same order, as
-    :class:`ldp_audit.training.pgc_a3c.Aggregator` (which only accepts in-process
+    :class:`ldp_audit.training.pgc_a3c.aggregator.Aggregator` (which only accepts in-process
     :class:`~ldp_audit.release.SealedRelease` objects; a report arriving from another process
     is an array)."""
 

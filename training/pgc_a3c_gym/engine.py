@@ -34,7 +34,7 @@ class Engine:
         self.R = k * n
         self.row_trial = np.repeat(np.arange(k), n)
         self.row_worker = np.tile(np.arange(n), k)
-        from ldp_audit.training.pgc_a3c import Aggregator
+        from ldp_audit.training.pgc_a3c.aggregator import Aggregator
         from ldp_audit.training.pgc_a3c.engine import TrialStream, mechanism_rng
 
         # the CartPole engine's streams: initial theta, acting uniforms, resets; the noise

@@ -265,5 +265,5 @@ def episode_loss(cfg: GymPgcConfig, theta: np.ndarray, obs: np.ndarray, *ep: np.
 
 def simulator_for(cfg: GymPgcConfig) -> Any:
     """``simulator(theta (B, d), values (B,), rng, alpha) -> (grads, scores)`` for ``cfg``'s
-    public MDP (the interface of :func:`ldp_audit.attacks.dynamics.simulate_shadow`)."""
+    public MDP (the interface of :func:`ldp_audit.attacks.dynamics_shadow.simulate_shadow`)."""
     return partial(episode_gradients, cfg)
