@@ -96,18 +96,13 @@ def attack_run_dir(
     t0 = time.perf_counter()  # the attack's own time, recorded in its result's seconds
     run = RunDir(run_dir)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
-    cfg = run.config
-    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+    alpha_at, train_cfg = _alpha_at(alpha, method, run.config, 0.5)
     if candidates is None:  # the run's public candidate gravities (the paper's by default)
         candidates = train_cfg.get("gravities") or GRAVITIES
     cands = check_candidates(candidates)
     if mechanism is None:
-        mechanism = _run_mechanism(cfg)
-    check_method(method)
-    if isinstance(alpha, str) and alpha != "schedule":
-        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
+        mechanism = _run_mechanism(run.config)
     grouping = _groups(tr, max_groups, arrival=False)
-    alpha_at = partial(_alpha_at, alpha, train_cfg, 0.5)
     sim = partial(simulate_shadow, simulator=simulator)
     pred, _ = _predict(
         tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
@@ -122,28 +117,35 @@ def _groups(
     group, and the rows of the first ``max_groups`` groups (in key order, or with
     ``arrival`` in the order of their first report)."""
     keys = np.stack([tr["trial"], tr["agent"]], axis=1)
-    uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
+    uniq, first_row, group_of_row = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     group_of_row = group_of_row.reshape(-1)
     order = np.arange(uniq.shape[0])
     if arrival:  # groups in arrival order (first report), not in id order
-        first_row = np.full(uniq.shape[0], group_of_row.size)
-        np.minimum.at(first_row, group_of_row, np.arange(group_of_row.size))
         order = np.argsort(first_row, kind="stable")
     if max_groups is not None:
         order = order[: check_count(max_groups, "max_groups")]
     return uniq, group_of_row, np.flatnonzero(np.isin(group_of_row, order))
 
 
-def _alpha_at(alpha: float | str, train_cfg: dict, start: float, submission: float) -> float:
-    """The shadows' exploration at a report's submission index: ``alpha``, or for
-    ``"schedule"`` the run's fixed ``alpha`` or its public ``max(0, alpha_start - n /
-    alpha_decay)`` (Sec. 4; ``start`` where the config has no ``alpha_start``)."""
+def _alpha_at(
+    alpha: float | str, method: str, cfg: dict[str, Any], start: float
+) -> tuple[Callable[[float], float], dict[str, Any]]:
+    """``method`` and ``alpha`` checked, and the shadows' exploration at a report's submission
+    index: ``alpha``, or for ``"schedule"`` the run's fixed ``alpha`` or its public ``max(0,
+    alpha_start - n / alpha_decay)`` (Sec. 4; ``start`` where the config has no
+    ``alpha_start``); with the run's training config (``config.json``'s ``config``)."""
+    check_method(method)
+    if isinstance(alpha, str) and alpha != "schedule":
+        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
+    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if not isinstance(alpha, str):
-        return float(alpha)
+        a = check_probability(alpha, "alpha", open_interval=False)
+        return (lambda n: a), train_cfg
     if "alpha" in train_cfg:  # a fixed-alpha protocol
-        return float(train_cfg["alpha"])
+        return (lambda n: float(train_cfg["alpha"])), train_cfg
     a0 = float(train_cfg.get("alpha_start", start))
-    return max(0.0, a0 - float(submission) / float(train_cfg.get("alpha_decay", 1800.0)))
+    decay = float(train_cfg.get("alpha_decay", 1800.0))
+    return (lambda n: max(0.0, a0 - float(n) / decay)), train_cfg
 
 
 def _predict(
@@ -256,10 +258,8 @@ def score_run_dir(
     inv = prediction["group_of_row"]
     truth_rows, truth = _secret_truth(run_dir, prediction, "gravity")
     G = truth.size
-    first = np.full(G, np.nan)
-    first[inv[::-1]] = truth_rows[::-1]
-    consistent = np.ones(G, dtype=bool)
-    np.logical_and.at(consistent, inv, np.isclose(truth_rows, first[inv]))
+    consistent = np.ones(G, dtype=bool)  # every row of the group has the group's gravity
+    np.logical_and.at(consistent, inv, np.isclose(truth_rows, truth[inv]))
     correct = int(np.sum(np.isclose(prediction["guess"], truth)))
     return prediction_result(
         "dynamics-transcript",
@@ -426,15 +426,10 @@ def attack_private_param_run(
     cfg = run.config
     pp = _private_parameter(cfg, run.path)
     n_shadow = check_count(n_shadow, "n_shadow")
-    check_method(method)
-    if isinstance(alpha, str) and alpha != "schedule":
-        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
-    if not isinstance(alpha, str):
-        alpha = check_probability(alpha, "alpha", open_interval=False)
+    alpha_at, _ = _alpha_at(alpha, method, cfg, 0.0)
     cands = np.sort(np.asarray(pp["values"], dtype=np.float64))
     if np.unique(cands).size != cands.size or not np.isfinite(cands).all():
         raise RunDirectoryError(f"{run.path}: private_parameter.values must be distinct and finite")
-    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if simulator is None:
         if cfg.get("algorithm") != "pgc-a3c-gym":
             raise InvalidParameterError(
@@ -454,7 +449,6 @@ def attack_private_param_run(
     check_episodes(
         int(np.unique(tr["theta_index"][grouping[2]]).size) * cands.size * n_shadow, "the shadows"
     )
-    alpha_at = partial(_alpha_at, alpha, train_cfg, 0.0)
     sim = partial(_simulate_generic, simulator)
     pred, used = _predict(
         tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress

@@ -197,8 +197,7 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
                 X = self.mechanism.clip_rows(X)  # eq. 19, the mechanism's own clipping
             self.support_ = [X[y == c] for c in classes]
             return self
-        rs = self.random_state
-        rng = rs if isinstance(rs, np.random.Generator) else np.random.default_rng(rs)
+        rng = np.random.default_rng(self.random_state)  # a Generator is returned as it is
         n_noise = check_int(self.n_noise, "n_noise", minimum=1)
         Xr = np.repeat(X, n_noise, axis=0)
         yr = np.repeat(np.searchsorted(classes, y), n_noise)  # class indices (sklearn labels)

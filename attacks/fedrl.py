@@ -266,9 +266,7 @@ def attack_run(run_dir: str | Path, **opts: Any) -> dict[str, Any]:
         raise RunDirectoryError(
             f"run_dir must be a fedrl run, got algorithm {cfg_doc.get('algorithm')!r}"
         )
-    from ldp_audit.training.fedrl import FedRLConfig
-
-    cfg = FedRLConfig.from_dict(cfg_doc["config"])
+    cfg = rd.train_config  # the system's FedRLConfig
     tr = rd.arrays("transcript.npz", "q_report", "q_sender", "q_kind")
     sec = rd.secrets("q_obs", for_scoring=True)
     out = attack_arrays(cfg, tr, sec, **opts)

@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
+from ldp_audit.attacks.dynamics_shadow import add_by_group
 from ldp_audit.attacks.scoring import AttackResult
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir import RunDir
@@ -80,12 +80,12 @@ def upload_features(
     ).astype(np.int64)
     if keys.shape[0] == 0:
         raise InvalidParameterError("transcript holds no upload to attack (0 rows)")
-    uk, inv = np.unique(keys, axis=0, return_inverse=True)
+    uk, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
     rep = np.asarray(transcript["report"], dtype=np.float64)
     rnd = uk[:, 2:3].astype(np.float64)
     if cfg.mode == "fedavg":
-        return _fedavg_features(transcript, cfg, uk, inv, probes)
+        return _fedavg_features(transcript, cfg, uk, first, probes)
     grid = ProxyGrid(cfg.sections, cfg.proxy_dims, cfg.state_low, cfg.state_high)
     cells = np.clip(rep[:, 0].astype(np.int64), 0, grid.n_cells - 1)
     val = rep[:, 1]
@@ -120,7 +120,7 @@ def upload_features(
 
 
 def _fedavg_features(
-    transcript: dict[str, np.ndarray], cfg: Any, uk: np.ndarray, inv: np.ndarray, probes: int
+    transcript: dict[str, np.ndarray], cfg: Any, uk: np.ndarray, first: np.ndarray, probes: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """FedAvg: what this agent's local training added to the broadcast it started from.
 
@@ -137,9 +137,7 @@ def _fedavg_features(
     from ldp_audit.training.frd.nets import layer_views, param_layout, policy_value
 
     rep = np.asarray(transcript["report"], dtype=np.float64)
-    first = np.full(uk.shape[0], -1)
-    first[inv[::-1]] = np.arange(inv.size)[::-1]
-    theta = rep[first]
+    theta = rep[first]  # each upload's first row
     ti = np.asarray(transcript.get("theta_index", np.full(rep.shape[0], -1)))[first]
     thetas = np.asarray(transcript.get("thetas", np.zeros((0, rep.shape[1]))), dtype=np.float64)
     keep = ti >= 0
@@ -248,14 +246,11 @@ def attack_run_dir(
     ll = np.full((X.shape[0], cands.size), math.log(1e-300))
     ll[:, np.searchsorted(cands, est.classes_)] = ll_known
     agents, ginv = np.unique(keys[:, :2], axis=0, return_inverse=True)
-    ginv = ginv.reshape(-1)
     keep = np.arange(agents.shape[0])
     if max_groups is not None:
         keep = keep[: check_int(max_groups, "max_groups", minimum=1)]
-    total = np.zeros((agents.shape[0], cands.size))
-    np.add.at(total, ginv, ll)
-    total = total[keep]
-    post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
+    _, _, total, post = add_by_group(ll, ginv.reshape(-1))
+    total, post = total[keep], post[keep]
     eps = math.inf if not cfg.private else float(cfg.ldp_epsilon)
     return {
         "groups": agents[keep],
@@ -264,7 +259,7 @@ def attack_run_dir(
         "candidates": cands.tolist(),
         "mechanism": dict(doc.get("mechanism") or {"name": "no_privacy"}),
         "epsilon": eps,
-        "reports_per_group": np.bincount(ginv, minlength=agents.shape[0])[keep],
+        "reports_per_group": np.bincount(ginv.reshape(-1), minlength=agents.shape[0])[keep],
         "shadow_groups": shadow_groups,
         "shadow_uploads": int(SX.shape[0]),
         "mode": cfg.mode,
@@ -311,7 +306,18 @@ def score_run_dir(
     )
 
 
-def run(run_dir: str | Path, *, confidence: float = 0.95, **kwargs: Any) -> AttackResult:
-    """:func:`attack_run_dir` then :func:`score_run_dir`."""
-    pred = attack_run_dir(run_dir, **kwargs)
+def run(
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+    progress: bool = False,
+    n_shadow: int = 24,
+    max_groups: int | None = None,
+) -> AttackResult:
+    """:func:`attack_run_dir` then :func:`score_run_dir`: the ``dynamics`` (and ``frd``) attack
+    of an FRD/FedAvg run, with the signature of :attr:`ldp_audit.systems.System.attacks`."""
+    pred = attack_run_dir(
+        run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress
+    )
     return score_run_dir(run_dir, pred, confidence=confidence)

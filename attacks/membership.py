@@ -52,15 +52,13 @@ from ldp_audit.attacks.dynamics import (
 )
 from ldp_audit.attacks.dynamics_shadow import check_count, mechanism_config
 from ldp_audit.attacks.one_run import one_run_result
-from ldp_audit.attacks.one_run_steinke import check_scores, guess_counts
+from ldp_audit.attacks.one_run_steinke import audit_scores
 from ldp_audit.attacks.scoring import (
     AttackResult,
     composed_epsilon,
-    epsilon_from_accuracy,
     membership_tpr_ceiling,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.stats import clopper_pearson_lower
 from ldp_audit.validation import check_int, check_positive, check_probability, check_rng
 
 __all__ = [
@@ -69,7 +67,6 @@ __all__ = [
     "Trainer",
     "TranscriptScorer",
     "membership_metrics",
-    "one_run_epsilon_lower_bound",
     "run",
 ]
 
@@ -79,44 +76,11 @@ Trainer = Callable[[np.ndarray, Path, np.random.Generator], None]
 Scorer = Callable[[Path, np.ndarray], np.ndarray]
 
 #: Fractions of the canaries guessed "in" (top scores) and "out" (bottom scores) that the one-run
-#: bound tries; fixed in advance, with a Bonferroni split of beta over them.
+#: bound tries; fixed in advance, with a Bonferroni split of beta over them. At delta = 0 the
+#: bound of :func:`ldp_audit.attacks.one_run_steinke.audit_scores` is Steinke, Nasr & Jagielski
+#: (2023, Thm. 3.1): ``V`` correct of ``r`` guesses give ``eps >= logit(CP_lower(V, r, beta /
+#: len(fractions)))``.
 GUESS_FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5)
-
-
-def one_run_epsilon_lower_bound(
-    scores: np.ndarray,
-    included: np.ndarray,
-    *,
-    confidence: float = 0.95,
-    fractions: Sequence[float] = GUESS_FRACTIONS,
-) -> dict[str, Any]:
-    """One-run epsilon lower bound (Steinke, Nasr & Jagielski 2023, Thm. 3.1, delta = 0).
-
-    For each fraction ``f`` in ``fractions`` (fixed before looking at the scores), guess "in" for
-    the ``floor(f m / 2)`` highest scores and "out" for as many lowest, abstain on the rest;
-    ``V`` correct guesses out of ``r`` give ``eps >= logit(CP_lower(V, r, beta / len(fractions)))``
-    (Bonferroni over the fractions), ``beta = 1 - confidence``. The largest bound is returned
-    (ties go to the larger fraction).
-
-    Args:
-        scores: (m,) membership scores (higher: more likely included).
-        included: (m,) bool, the secret inclusion bits (scoring only).
-        confidence: confidence of the bound.
-        fractions: fractions of canaries to guess on.
-
-    Returns:
-        ``{"epsilon_lower_bound", "guesses", "correct", "fraction"}`` of the best fraction.
-    """
-    s, inc = check_scores(scores, included)
-    level = (1.0 - check_probability(confidence, "confidence")) / max(1, len(fractions))
-    best = {"epsilon_lower_bound": 0.0, "guesses": 0, "correct": 0, "fraction": None}
-    for f, r, correct in guess_counts(s, inc, fractions):
-        # one of two equally likely secrets (in / out) per guess
-        eps = epsilon_from_accuracy(float(clopper_pearson_lower(correct, r, level)), 2)
-        # ties (e.g. all 0) go to the larger fraction: more guesses, a tighter accuracy interval
-        if eps >= best["epsilon_lower_bound"]:
-            best = {"epsilon_lower_bound": eps, "guesses": r, "correct": correct, "fraction": f}
-    return best
 
 
 def membership_metrics(
@@ -386,7 +350,9 @@ def run(
     # --- scoring only ---
     T = _reports_per_agent(run_dir, agents)
     eps = mechanism_epsilon(mechanism)
-    one = one_run_epsilon_lower_bound(scores, included, confidence=confidence)
+    one = audit_scores(
+        scores, included, delta=0.0, confidence=confidence, fractions=GUESS_FRACTIONS
+    )
     met = membership_metrics(scores, included)
     ceilings = {
         k: membership_tpr_ceiling(composed_epsilon(eps, T), float(k), delta)

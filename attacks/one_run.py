@@ -55,7 +55,7 @@ most its level):
 
 The code lives in six modules, each name imported from the one that defines it: this one (the
 result type :func:`one_run_result`), :mod:`ldp_audit.attacks.one_run_dprl` (reading a dprl run
-into the audit's evidence: ``canary_scores``, ``dprl_evidence``, ``audit_run``),
+into the audit's evidence: ``dprl_evidence``, ``audit_run``),
 :mod:`ldp_audit.attacks.one_run_steinke` (the (eps, delta) bound, its ceiling and the canary
 count a refutation needs), :mod:`ldp_audit.attacks.one_run_fdp` (the f-DP test and the claimed
 curve), :mod:`ldp_audit.attacks.one_run_tests` (the noise, independence, contribution and

@@ -1,7 +1,8 @@
 """The one-run audit of a ``train dprl`` run (issue 36 item 7): its public parts read from the
 run directory (scores never touch secrets.npz), its evidence for
-:func:`ldp_audit.opacus.scoring.audit_evidence` (the same door as a user's Opacus loop) and the
-canaries' membership scores. The statistics are :mod:`ldp_audit.attacks.one_run`'s."""
+:func:`ldp_audit.opacus.scoring.audit_evidence` (the same door as a user's Opacus loop), with
+the canaries' black-box membership scores (the white-box ones are the audit's sums of the
+released projections). The statistics are :mod:`ldp_audit.attacks.one_run`'s."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
 
-__all__ = ["canary_scores", "dprl_evidence", "audit_run"]
+__all__ = ["dprl_evidence", "audit_run"]
 
 
 def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
@@ -31,21 +32,6 @@ def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
     return cfg, run["metrics"], run["model"], tr
 
 
-def canary_scores(run_dir: str | Path, setting: str = "white-box") -> np.ndarray:
-    """(m,) membership scores of a dprl run's canaries from the public parts of the run:
-    white-box ``sum_t <g_t, u_i>`` (the released updates on the public directions), black-box
-    ``-<theta_T - theta_0, u_i>``."""
-    from ldp_audit.opacus.scoring import check_setting
-    from ldp_audit.training.dprl.privacy import canary_directions
-
-    check_setting(setting)
-    cfg, _, model, tr = _public(Path(run_dir))
-    if setting == "white-box":
-        return np.asarray(tr["canary_projection"], dtype=np.float64).sum(axis=0)
-    u = canary_directions(cfg.n_params, cfg.canaries, cfg.canary_seed)
-    return -(np.asarray(model["params"]) - np.asarray(model["initial"])) @ u
-
-
 def dprl_evidence(run_dir: str | Path) -> Any:
     """A dprl run's :class:`ldp_audit.opacus.scoring.Evidence`: the audit of ``train dprl``
     goes through the same door as a user's Opacus loop (its embedded ``CanaryAudit`` recorded
@@ -53,9 +39,10 @@ def dprl_evidence(run_dir: str | Path) -> Any:
     batch, the rate ``q``) and the public directions are dense (:func:`canary_directions`)."""
     from ldp_audit.opacus.canaries import NOISE_SKETCH
     from ldp_audit.opacus.scoring import Evidence
+    from ldp_audit.training.dprl.privacy import canary_directions
 
     run_dir = Path(run_dir)
-    cfg, met, _, tr = _public(run_dir)
+    cfg, met, model, tr = _public(run_dir)
     batch = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
     s = cfg.layer_sizes
     shapes = [sh for a, b in zip(s[:-1], s[1:], strict=False) for sh in ([b, a], [b])]
@@ -92,7 +79,9 @@ def dprl_evidence(run_dir: str | Path) -> Any:
         },  # fmt: skip
         metrics=met,
         transcript={**tr, "canary_projection": y},
-        black_box=canary_scores(run_dir, "black-box"),
+        # black-box scores -<theta_T - theta_0, u_i> on the public directions
+        black_box=-(np.asarray(model["params"]) - np.asarray(model["initial"]))
+        @ canary_directions(cfg.n_params, cfg.canaries, cfg.canary_seed),
         algorithm="dprl",
         mechanism=cfg.mechanism_config(),
         not_sampled=why,

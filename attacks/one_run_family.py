@@ -67,18 +67,14 @@ SGM_ASSUMPTION = (
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
-    """Epsilon of ``G_mu`` at ``delta`` (0 for ``mu = 0``): the root of the GDP privacy profile
-    (Dong, Roth & Su 2022, Corollary 2.13)."""
-    from scipy.optimize import brentq
-
-    from ldp_audit.attacks.one_run_fdp import gdp_delta
+    """Epsilon of ``G_mu`` at ``delta`` (0 for ``mu = 0``): ``G_mu`` is the Gaussian mechanism
+    of sensitivity ``mu`` and noise std 1 (Dong, Roth & Su 2022, Corollary 2.13), so this is
+    :func:`ldp_audit.mechanisms.analytic_gaussian_epsilon` (Balle & Wang 2018)."""
+    from ldp_audit.mechanisms import analytic_gaussian_epsilon
 
     mu = check_real_in(mu, "mu", lo=0.0, lo_open=False)
     delta = check_probability(delta, "delta")
-    if mu == 0.0 or float(gdp_delta(mu, 0.0)) <= delta:
-        return 0.0
-    hi = mu * mu / 2 + mu * 10.0 + 10.0
-    return float(brentq(lambda e: float(gdp_delta(mu, e)) - delta, 0.0, hi, xtol=1e-10))
+    return 0.0 if mu == 0.0 else analytic_gaussian_epsilon(1.0, mu, delta)
 
 
 def _split_scores(scores: Any, included: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["pgc_dynamics", "frd_dynamics", "dprl_membership", "fedrl_transcript"]
+__all__ = ["pgc_dynamics", "dprl_membership", "fedrl_transcript"]
 
 
 def pgc_dynamics(
@@ -34,28 +34,6 @@ def pgc_dynamics(
         run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress
     )
     return D.score_run_dir(run_dir, pred, confidence=confidence)
-
-
-def frd_dynamics(
-    run_dir: str | Path,
-    *,
-    seed: int = 0,
-    confidence: float = 0.95,
-    progress: bool = False,
-    n_shadow: int = 24,
-    max_groups: int | None = None,
-) -> Any:
-    """Shadow-training dynamics inference on an FRD/FedAvg run's uploads."""
-    from ldp_audit.attacks import frd as F
-
-    return F.run(
-        run_dir,
-        n_shadow=n_shadow,
-        max_groups=max_groups,
-        seed=seed,
-        confidence=confidence,
-        progress=progress,
-    )
 
 
 def dprl_membership(
@@ -87,14 +65,13 @@ def fedrl_transcript(
     ``audit.json`` (``extra["artefacts"]``, written by ``attack fedrl`` without ``--out``)."""
     from ldp_audit.attacks.fedrl import attack_run, to_attack_result
     from ldp_audit.rundir import RunDir
-    from ldp_audit.training.fedrl import FedRLConfig
 
     if 0 < audit_samples < 1000:  # the audit's own minimum, refused before the attack runs
         raise InvalidParameterError(
             f"--audit-samples must be 0 (no audit) or >= 1000, got {audit_samples}"
         )
     res = attack_run(run_dir, seed=seed, confidence=confidence)
-    mech = FedRLConfig.from_dict(RunDir(run_dir).config["config"]).output_mechanism()
+    mech = RunDir(run_dir).train_config.output_mechanism()
     if audit_samples > 0 and not mech.private:
         res["audit"] = {"skipped": f"no finite claim to audit: epsilon is {mech.why_infinite()}"}
     elif audit_samples > 0:

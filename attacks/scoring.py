@@ -12,8 +12,10 @@ allows it becomes an end-to-end audit. This module holds the side-effect-free ar
   the Clopper-Pearson lower confidence limit of the accuracy so that the bound holds with the
   stated confidence;
 * the (epsilon, delta) hypothesis-testing bound ``TPR <= e^eps FPR + delta`` (and its mirror
-  ``1 - FPR <= e^eps (1 - TPR) + delta``) turned into an epsilon lower bound from membership
-  rates (Steinke, Nasr & Jagielski 2023, Def. 2.1 / eq. (1));
+  ``1 - FPR <= e^eps (1 - TPR) + delta``) as a TPR ceiling (Steinke, Nasr & Jagielski 2023,
+  Def. 2.1 / eq. (1)); the epsilon it implies from membership rates, and its lower bound from
+  counts, are :func:`ldp_audit.stats.epsilon_from_tpr_fpr` and
+  :func:`ldp_audit.stats.epsilon_lower_bound_from_tpr_fpr_counts`;
 * :class:`AttackResult`, the frozen record every attack returns.
 
 A result whose confidence interval lies entirely above the ceiling is a *privacy violation*: the
@@ -28,12 +30,7 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import to_jsonable
-from ldp_audit.stats import (
-    clopper_pearson_interval,
-    clopper_pearson_lower,
-    epsilon_from_tpr_fpr,
-    epsilon_lower_bound_from_tpr_fpr_counts,
-)
+from ldp_audit.stats import clopper_pearson_interval, clopper_pearson_lower
 from ldp_audit.validation import check_epsilon, check_int, check_probability
 
 __all__ = [
@@ -43,8 +40,6 @@ __all__ = [
     "composed_epsilon",
     "epsilon_from_accuracy",
     "epsilon_lower_bound_from_accuracy",
-    "epsilon_from_rates",
-    "epsilon_lower_bound_from_rates",
     "membership_tpr_ceiling",
     "one_openmp_thread",
 ]
@@ -185,49 +180,6 @@ def membership_tpr_ceiling(epsilon: float, fpr: float, delta: float = 0.0) -> fl
     first = delta if fpr == 0.0 else (math.inf if eps > 700.0 else math.exp(eps) * fpr + delta)
     bound = min(1.0, first, 1.0 - math.exp(-eps) * (1.0 - delta - fpr))
     return max(bound, 0.0)
-
-
-def epsilon_from_rates(tpr: float, fpr: float, delta: float = 0.0) -> float:
-    """Point estimate of epsilon from membership rates: the larger of the two DP inequalities.
-
-    ``max(ln((TPR - delta) / FPR), ln((1 - FPR - delta) / (1 - TPR)), 0)``
-    (Steinke, Nasr & Jagielski 2023, eq. (1)).
-    """
-    tpr = check_probability(tpr, "tpr", open_interval=False)
-    fpr = check_probability(fpr, "fpr", open_interval=False)
-    return float(epsilon_from_tpr_fpr(tpr, fpr, delta=delta))
-
-
-def epsilon_lower_bound_from_rates(
-    true_positives: int,
-    positives: int,
-    false_positives: int,
-    negatives: int,
-    delta: float = 0.0,
-    confidence: float = 0.95,
-) -> float:
-    """Epsilon lower bound from membership guesses, holding with probability ``confidence``.
-
-    Delegates to ``ldp_audit.stats.epsilon_lower_bound_from_tpr_fpr_counts``: both DP
-    inequalities, each at ``alpha / 2`` with ``alpha = 1 - confidence`` (Bonferroni), each from
-    one-sided Clopper-Pearson limits (TPR low / FPR high, and the mirror TNR low / FNR high).
-
-    Args:
-        true_positives: members guessed "in".
-        positives: number of members.
-        false_positives: non-members guessed "in".
-        negatives: number of non-members.
-        delta: the claimed delta.
-        confidence: overall confidence in (0, 1).
-    """
-    tp, positives = _check_counts(true_positives, positives, "true_positives", "positives")
-    fp, negatives = _check_counts(false_positives, negatives, "false_positives", "negatives")
-    confidence = check_probability(confidence, "confidence")
-    return float(
-        epsilon_lower_bound_from_tpr_fpr_counts(
-            tp, positives, fp, negatives, 1.0 - confidence, delta=delta
-        )
-    )
 
 
 @dataclass(frozen=True)

@@ -107,11 +107,13 @@ def _spread(xs: list[float]) -> dict[str, float]:
 
 def kernel_costs(agents: int = 512, calls: int = 50) -> dict[str, dict[str, float]]:
     """Process CPU microseconds per row of the two step kernels, per Table 1 network shape."""
-    from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows, actor_size, param_size
+    from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows
+    from ldp_audit.training.frd.nets import Nets
 
     out = {}
     for H, L in ((24, 2), (100, 2), (24, 1)):
-        P, pa = param_size(H, L), actor_size(H, L)
+        sizes = Nets(H, L, 1, np.random.default_rng(0))
+        P, pa = sizes.P, sizes.actor_size
         rng = np.random.default_rng(0)
         flat = rng.normal(0, 0.3, (agents, P)).astype(np.float32)
         m1, m2, t = np.zeros_like(flat), np.zeros_like(flat), np.zeros(agents)

@@ -256,14 +256,14 @@ def _net_close(b: Bench) -> dict[str, Any]:
             [h * 9 + 1, 32 * BETA_VIEW**2 + 1, 256 + 1], [256, N_ACTIONS], BETA_VIEW**2,
         ),
         "full_q": (
-            lambda: FN._full_q(h), FN.fwd_full_q, None,
+            lambda: FN.full_q_class()(h), FN.fwd_full_q, None,
             [rng.integers(0, 4, (k, bsz, h, ALPHA_VIEW, ALPHA_VIEW)),
              rng.integers(0, 4, (k, bsz, h, BETA_VIEW, BETA_VIEW))],
             [h * 9 + 1, 32 * (ALPHA_VIEW**2 + BETA_VIEW**2) + 1, 256 + 1], [256, N_ACTIONS],
             BETA_VIEW**2,
         ),
         "mlp": (
-            FN._mlp, FN.fwd_mlp, None, [rng.normal(0, 3, (k, bsz, 2 * N_ACTIONS))],
+            FN.mlp, FN.fwd_mlp, None, [rng.normal(0, 3, (k, bsz, 2 * N_ACTIONS))],
             [2 * N_ACTIONS + 1, 2 * N_ACTIONS + 1], [2 * N_ACTIONS, N_ACTIONS], 1,
         ),
     }  # fmt: skip

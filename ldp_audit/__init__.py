@@ -35,28 +35,18 @@ from ldp_audit.errors import (
 
 __version__ = "0.1.0"
 
-# Public names re-exported lazily (PEP 562) so importing the package stays light.
-_LAZY = {
-    "Laplace": "ldp_audit.mechanisms",
-    "ProjectedRandomSign": "ldp_audit.mechanisms",
-    "BitFlip": "ldp_audit.mechanisms",
-    "RandomizedResponse": "ldp_audit.mechanisms",
-    "Gaussian": "ldp_audit.mechanisms",
-    "NoPrivacy": "ldp_audit.mechanisms",
-    "split_epsilon": "ldp_audit.mechanisms",
-    "DiscreteLaplace": "ldp_audit.mechanisms",
-    "AuditResult": "ldp_audit.audit",
-    "Verdict": "ldp_audit.audit",
-    "PrivacyProfile": "ldp_audit.audit",
-    "exact_epsilon": "ldp_audit.audit",
-    "from_scalar": "ldp_audit._scalar",
-    "require_sealed": "ldp_audit.release",
-    "RunWriter": "ldp_audit.rundir",
-    "RunDir": "ldp_audit.rundir",
-    "Accountant": "ldp_audit.accountant",
-    "Ledger": "ldp_audit.accountant",
-    "check_mechanism": "ldp_audit.testing",
+# Public names re-exported lazily (PEP 562) so importing the package stays light: module -> names
+_LAZY_FROM = {
+    "ldp_audit.mechanisms": "Laplace ProjectedRandomSign BitFlip RandomizedResponse Gaussian "
+    "NoPrivacy split_epsilon DiscreteLaplace",
+    "ldp_audit.audit": "AuditResult Verdict PrivacyProfile exact_epsilon",
+    "ldp_audit._scalar": "from_scalar",
+    "ldp_audit.release": "require_sealed",
+    "ldp_audit.rundir": "RunWriter RunDir",
+    "ldp_audit.accountant": "Accountant Ledger",
+    "ldp_audit.testing": "check_mechanism",
 }
+_LAZY = {name: module for module, names in _LAZY_FROM.items() for name in names.split()}
 
 __all__ = [
     "BudgetExceeded",

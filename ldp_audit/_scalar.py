@@ -193,7 +193,8 @@ def from_scalar(
         InvalidParameterError: bad epsilon/delta/domain/seeding, or ``fn`` is not callable.
     """
     if not callable(fn):
-        raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}")
+        hint = " (pass its randomise method)" if callable(getattr(fn, "randomise", None)) else ""
+        raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}{hint}")
     eps = check_real_in(epsilon, "epsilon", lo=0.0, lo_open=False)
     dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     if seeding not in SEEDINGS:

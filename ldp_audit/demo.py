@@ -89,13 +89,8 @@ def _train(run_dir: Path, s: DemoSettings, seed: int, progress: bool, overwrite:
     """The PGC-A3C run of the demo's settings, into ``run_dir``."""
     from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
 
-    cfg = PgcA3cConfig(
-        mechanism=s.mechanism,
-        epsilon=s.epsilon,
-        trials=s.trials,
-        n_agents=s.n_agents,
-        max_submissions=s.max_submissions,
-    )
+    names = ("mechanism", "epsilon", "trials", "n_agents", "max_submissions")  # its fields
+    cfg = PgcA3cConfig(**{k: getattr(s, k) for k in names})
     mode = "overwrite" if overwrite else "new"
     train(cfg, seed=seed, run_dir=run_dir, progress=progress, run_mode=mode)
 

@@ -170,7 +170,7 @@ def require_sealed(obj: Any, who: str = "the receiver") -> SealedRelease:
     return obj
 
 
-def _check_accountant(accountant: Any) -> Charging:
+def _check_accountant(accountant: Any) -> None:
     if accountant is None:
         raise InvalidParameterError("accountant is required: every release is charged first")
     if not callable(getattr(accountant, "charge_many", None)):
@@ -178,7 +178,6 @@ def _check_accountant(accountant: Any) -> Charging:
             "accountant must charge durably (an ldp_audit.accountant.Accountant or a "
             f"Reservation: charge_many(charges, scope=...)), got {type(accountant).__name__}"
         )
-    return accountant
 
 
 def _check_ids(agent_ids: Sequence[str], n: int) -> tuple[str, ...]:

@@ -229,12 +229,11 @@ class Run:
             )
         score = check_real(score, "score")  # before the charge: typed, never coerced
         secret = None if secret is None else check_real(secret, "secret")
-        if secret is not None and self.cfg.private_parameter is not None:
-            if secret not in self.cfg.private_parameter["values"]:
-                raise InvalidParameterError(
-                    f"secret {secret!r} is not one of the declared candidate values "
-                    f"{self.cfg.private_parameter['values']}"
-                )
+        pp = self.cfg.private_parameter
+        if secret is not None and pp is not None and secret not in pp["values"]:
+            raise InvalidParameterError(
+                f"secret {secret!r} is not one of the declared candidate values {pp['values']}"
+            )
         rel = release(
             x,
             mechanism=self.mechanism,

@@ -329,14 +329,19 @@ def poisson_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
     Returns:
         The lower bound (0 where ``k1 == 0``, ``alpha^(-1/k1) - 1``-like where ``k2 == 0``).
     """
+    k1_arr, k2_arr, th = _theta_lower(k1, k2, alpha)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(k1_arr <= 0, 0.0, th / (1.0 - th))
+    return _out(np.asarray(np.where(k1_arr + k2_arr <= 0, 0.0, out), dtype=np.float64))
+
+
+def _theta_lower(k1: Any, k2: Any, alpha: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The counts checked and the Clopper-Pearson lower bound ``theta_L`` of ``k1`` of
+    ``k1 + k2`` at ``alpha`` (the conditional test of :func:`poisson_ratio_lower`)."""
     a = _alpha(alpha)
     k1_arr, k2_arr = _pair(k1, k2)
-    s = k1_arr + k2_arr
-    with np.errstate(invalid="ignore", divide="ignore"):
-        th = special.betaincinv(np.maximum(k1_arr, 1e-300), k2_arr + 1.0, a)
-        out = np.where(k1_arr <= 0, 0.0, th / (1.0 - th))
-    out = np.where(s <= 0, 0.0, out)
-    return _out(np.asarray(out, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        return k1_arr, k2_arr, special.betaincinv(np.maximum(k1_arr, 1e-300), k2_arr + 1.0, a)
 
 
 def poisson_log_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
@@ -354,10 +359,8 @@ def poisson_log_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
     Returns:
         The bound (float or array); ``-inf`` where ``k1 == 0``.
     """
-    a = _alpha(alpha)
-    k1_arr, k2_arr = _pair(k1, k2)
+    k1_arr, _, th = _theta_lower(k1, k2, alpha)
     with np.errstate(all="ignore"):
-        th = special.betaincinv(np.maximum(k1_arr, 1e-300), k2_arr + 1.0, a)
         out = np.log(th) - np.log1p(-th)
     return _out(np.asarray(np.where(k1_arr <= 0, -np.inf, out), dtype=np.float64))
 

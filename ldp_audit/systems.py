@@ -24,6 +24,8 @@ strings that are imported when first used, so listing the systems stays cheap.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import re
 import threading
@@ -594,40 +596,35 @@ def _load_locked() -> None:
     if _LOADED:
         return
     _LOADED = True  # set first: register() below re-enters
-    for ref in BUILTIN:
-        name = ref.rpartition(":")[2].lower().replace("_", "-")
-        try:
-            obj = _check_system(resolve(ref, "system"), ref)
-        except Exception as exc:  # noqa: BLE001 - recorded, never a crash
-            _BROKEN[name] = f"{ref}: {exc}"
-            continue
-        _REGISTRY[obj.name] = obj
-        _ORIGIN[obj.name] = ref
     from importlib.metadata import entry_points
 
-    try:
+    eps: list[Any] = []
+    with contextlib.suppress(Exception):  # a broken distribution's metadata must not stop the CLI
         eps = list(entry_points(group=ENTRY_POINT_GROUP))
-    except Exception:  # noqa: BLE001 - a broken distribution's metadata must not stop the CLI
-        eps = []
+    # the shipped systems (no entry point name), then the entry points
+    found = [(None, ref, ref, functools.partial(resolve, ref, "system")) for ref in BUILTIN]
     for ep in eps:
-        origin = f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINT_GROUP!r})"
+        where = f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINT_GROUP!r})"
+        found.append((ep.name, ep.value, where, ep.load))
+    for name, ref, origin, load in found:
+        key = name or ref.rpartition(":")[2].lower().replace("_", "-")
         try:
-            obj = _check_system(ep.load(), origin)
+            obj = _check_system(load(), origin)
         except Exception as exc:  # noqa: BLE001 - recorded, never a crash
             msg = str(exc) if isinstance(exc, UserCodeError) else f"{type(exc).__name__}: {exc}"
-            _BROKEN[ep.name] = f"{origin} failed to load: {msg}"
+            _BROKEN[key] = f"{origin} failed to load: {msg}"
             continue
         old = _REGISTRY.get(obj.name)
         if old is obj:  # the shipped systems are declared as entry points too
             continue
         if old is not None:
-            _BROKEN[f"{ep.name} ({ep.value})"] = (
+            _BROKEN[f"{key} ({ref})"] = (
                 f"{origin} registers the name {obj.name!r}, already taken by "
                 f"{_ORIGIN.get(obj.name)}; it was left out"
             )
             continue
-        if obj.name != ep.name:
-            _BROKEN[ep.name] = (
+        if name is not None and obj.name != name:
+            _BROKEN[name] = (
                 f"{origin} gives a system named {obj.name!r}; the entry point's name must be "
                 "the system's name"
             )

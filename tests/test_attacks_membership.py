@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from ldp_audit.attacks import membership as M
+from ldp_audit.attacks.one_run_steinke import audit_scores
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import RandomizedResponse
 
@@ -27,13 +28,13 @@ def test_one_run_bound_exact_on_constructed_scores() -> None:
     m = 1000
     included = np.arange(m) % 2 == 0
     scores = included.astype(float) + np.linspace(0, 0.1, m)
-    out = M.one_run_epsilon_lower_bound(scores, included, confidence=0.95)
+    out = audit_scores(scores, included, delta=0.0, confidence=0.95, fractions=M.GUESS_FRACTIONS)
     r = 2 * math.floor(0.5 * m / 2)
     p_lo = (0.05 / len(M.GUESS_FRACTIONS)) ** (1 / r)  # CP lower limit for r successes in r
     assert out["guesses"] == r and out["correct"] == r
     assert out["epsilon_lower_bound"] == pytest.approx(math.log(p_lo / (1 - p_lo)), rel=1e-9)
     # uninformative scores give no bound above 0 for this seed's balanced split
-    out0 = M.one_run_epsilon_lower_bound(np.zeros(m), included)
+    out0 = audit_scores(np.zeros(m), included, delta=0.0, fractions=M.GUESS_FRACTIONS)
     assert out0["epsilon_lower_bound"] == 0.0
 
 
@@ -107,7 +108,7 @@ def test_validation(tmp_path) -> None:
     with pytest.raises(InvalidParameterError, match="n_canaries"):
         M.run(trainer, run_dir=tmp_path, mechanism=None, n_agents=10, n_canaries=20, seed=0)
     with pytest.raises(InvalidParameterError, match="scores"):
-        M.one_run_epsilon_lower_bound(np.array([np.nan, 1.0]), np.array([True, False]))
+        audit_scores(np.array([np.nan, 1.0]), np.array([True, False]), delta=0.0)
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,11 @@ from ldp_audit.attacks.scoring import (
     accuracy_interval,
     composed_epsilon,
     epsilon_from_accuracy,
-    epsilon_from_rates,
     epsilon_lower_bound_from_accuracy,
-    epsilon_lower_bound_from_rates,
     membership_tpr_ceiling,
 )
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.stats import epsilon_from_tpr_fpr, epsilon_lower_bound_from_tpr_fpr_counts
 
 
 def test_ceiling_closed_form() -> None:
@@ -72,12 +71,12 @@ def test_membership_ceiling_and_rates() -> None:
     # the mirrored inequality binds at large FPR
     assert membership_tpr_ceiling(1.0, 0.9) == pytest.approx(1 - math.exp(-1) * 0.1)
     assert membership_tpr_ceiling(math.inf, 0.001) == 1.0
-    assert epsilon_from_rates(0.5, 0.1) == pytest.approx(math.log(5))
-    assert epsilon_from_rates(0.9, 0.5) == pytest.approx(math.log(0.5 / 0.1))
-    assert epsilon_from_rates(0.1, 0.1) == 0.0
-    # the bound is below the point estimate and positive for a strong test
-    b = epsilon_lower_bound_from_rates(900, 1000, 100, 1000)
-    assert 0 < b < epsilon_from_rates(0.9, 0.1)
+    assert epsilon_from_tpr_fpr(0.5, 0.1) == pytest.approx(math.log(5))
+    assert epsilon_from_tpr_fpr(0.9, 0.5) == pytest.approx(math.log(0.5 / 0.1))
+    assert epsilon_from_tpr_fpr(0.1, 0.1) == 0.0
+    # the bound (95 %) is below the point estimate and positive for a strong test
+    b = epsilon_lower_bound_from_tpr_fpr_counts(900, 1000, 100, 1000, 0.05)
+    assert 0 < b < epsilon_from_tpr_fpr(0.9, 0.1)
 
 
 def test_validation_names_parameter() -> None:

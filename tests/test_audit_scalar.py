@@ -213,3 +213,21 @@ def test_vectorized_errors_wrapped():
         m.privatize(x, rng)
     bits = from_scalar(lambda v: v > 0, epsilon=1.0, domain=(0.0, 1.0), vectorized=True)
     assert bits.privatize(x, rng).dtype == np.float64  # a vectorized bit mechanism's bools
+
+
+class _OneValuePerCall:
+    """diffprivlib's shape: an epsilon and randomise(value), no privatize."""
+
+    epsilon = 1.0
+
+    def randomise(self, value):
+        return value
+
+
+def test_one_value_per_call_object_pointed_at_from_scalar():
+    # a diffprivlib mechanism passed as it is got "must have ... a privatize(x, rng) method"
+    # (audit, --mechanism) or "fn must be callable" (from_scalar, --scalar) with no way forward
+    with pytest.raises(InvalidParameterError, match=r"from_scalar\(obj\.randomise.*--scalar"):
+        audit(_OneValuePerCall(), [(np.array([0.0]), np.array([1.0]))], samples=2_000)
+    with pytest.raises(InvalidParameterError, match=r"pass its randomise method"):
+        from_scalar(_OneValuePerCall(), epsilon=1.0, domain=(0.0, 1.0))

@@ -341,3 +341,34 @@ def test_unrefutable_claim_warned_and_ceiling_is_exact():
     assert top - 0.01 < r.epsilon_lower_bound
     r = audit(DoubleLaplace(1.0, epsilon=20.0), PAIR, samples=5_000, rng=0, float_bits=False)
     assert any("cannot be refuted" in w for w in r.warnings)
+
+
+class NoColumns:
+    epsilon = 1.0
+
+    def privatize(self, x, rng):
+        return np.zeros((x.shape[0], 0))
+
+
+def test_outputs_without_columns_refused():
+    # an (n, 0) output was a raw "ValueError: attempt to get argmax of an empty sequence"
+    # (exit 3 with a traceback at the command line)
+    with pytest.raises(InvalidParameterError, match=r"at least one value per row.*\(8, 0\)"):
+        audit(NoColumns(), PAIR, samples=5_000)
+
+
+class OffsetBit:
+    """Releases 2^60 + b with P[b = 1] = 0.9 for x = 1, 0 for x = 0: float64 (the auditor's
+    reading) cannot tell 2^60 from 2^60 + 1, so the leak is invisible to the built-in
+    statistics; the audit must say so rather than "the outputs do not depend on the input"."""
+
+    epsilon = 1.0
+
+    def privatize(self, x, rng):
+        bit = (x[:, 0] > 0.5) & (rng.random(x.shape[0]) < 0.9)
+        return 2**60 + bit.astype(np.int64)
+
+
+def test_integers_beyond_float64_precision_warned():
+    r = audit(OffsetBit(), PAIR, samples=5_000, rng=0)
+    assert any("2^53" in w and "offset" in w for w in r.warnings), r.warnings

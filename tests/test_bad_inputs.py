@@ -175,8 +175,9 @@ def test_blank_paths_are_refused_not_read_as_the_default(
     sentinel_parser: None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``--out ''`` must not fall back to the default folder (for attacks: into the run)."""
-    for blank in ("", "  "):
+    """``--out ''`` must not fall back to the default folder (for attacks: into the run); a
+    name longer than NAME_MAX / PATH_MAX is refused by name, not an OSError mid-command."""
+    for blank in ("", "  ", "a" * 256, "d/" * 2048):
         if action.option_strings:
             argv = [*path, f"{action.option_strings[-1]}={blank}"]
             name = action.option_strings[-1]

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from ldp_audit.attacks.one_run_dprl import audit_run, canary_scores
+from ldp_audit.attacks.one_run_dprl import audit_run, dprl_evidence
 from ldp_audit.attacks.one_run_steinke import audit_scores, epsilon_lower_bound, p_value
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.stats import clopper_pearson_lower
@@ -125,9 +125,10 @@ def test_scores_read_no_secrets(tmp_path, monkeypatch) -> None:
     run = tmp_path / "r"
     train(DprlConfig(**{**AUDIT_RF, "canaries": 20, "episodes": 16}), seed=0, run_dir=run)
     (run / "secrets.npz").rename(tmp_path / "hidden.npz")
-    s = canary_scores(run, "white-box")
+    ev = dprl_evidence(run)  # white-box: the released projections' sums; black-box: the model
+    s = ev.transcript["canary_projection"].sum(axis=0)
     assert s.shape == (20,) and np.isfinite(s).all()
-    assert canary_scores(run, "black-box").shape == (20,)
+    assert ev.black_box.shape == (20,) and np.isfinite(ev.black_box).all()
     with pytest.raises(RunDirectoryError):
         audit_run(run)  # scoring needs the secrets (and says which file is missing)
 

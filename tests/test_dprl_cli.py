@@ -73,7 +73,7 @@ def test_train_attack_report(tmp_path, capsys) -> None:
             ["--per-sample", "fast"],
             "--per-sample must be one of 'auto', 'materialize', 'ghost', got 'fast'",
         ),
-        (["--canaries", "1"], "--canaries: canaries must be 0 or >= 2, got 1"),
+        (["--canaries", "1"], "--canaries: canaries must be 0 or an integer >= 2, got 1"),
         (
             ["--budget-epsilon", "0"],
             "--budget-epsilon must be a finite number in (0, inf), got '0'",

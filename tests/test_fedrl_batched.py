@@ -31,8 +31,8 @@ def _cases() -> list:
     return [
         ("qa", N.Stacked(lambda: N.local_q(ALPHA_VIEW, H), _gens(), N.fwd_local_q, 3), (xa,)),
         ("qb", N.Stacked(lambda: N.local_q(BETA_VIEW, H), _gens(), N.fwd_local_q, 5), (xb,)),
-        ("qf", N.Stacked(lambda: N._full_q(H), _gens(), N.fwd_full_q), (xa, xb)),
-        ("g", N.Stacked(N._mlp, _gens(), N.fwd_mlp), (xm,)),
+        ("qf", N.Stacked(lambda: N.full_q_class()(H), _gens(), N.fwd_full_q), (xa, xb)),
+        ("g", N.Stacked(N.mlp, _gens(), N.fwd_mlp), (xm,)),
     ]
 
 

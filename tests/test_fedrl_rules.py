@@ -13,7 +13,6 @@ from ldp_audit.training.fedrl.gridworld import (
     MapSet,
     VectorGridWorld,
     agent_distance,
-    check_meeting_rule,
     generate_maps,
     step_reward,
 )
@@ -119,7 +118,7 @@ def test_bad_meeting_rule_is_refused(bad):
     from ldp_audit.training.fedrl.reproduce import ReproConfig
 
     with pytest.raises(InvalidParameterError, match="meeting_rule"):
-        check_meeting_rule(bad)
+        agent_distance(np.zeros(2), np.ones(2), bad)
     with pytest.raises(InvalidParameterError, match="meeting_rule"):
         FedRLConfig(meeting_rule=bad)
     with pytest.raises(InvalidParameterError, match="meeting_rule"):

@@ -105,7 +105,9 @@ def test_transcript_layout_and_replay(flower_run):
 
 def test_summary_says_where_the_run_is_and_what_it_spent(flower_run):
     base, run, _ = flower_run
-    text = F.summary(run, base / "ledgers")
+    from ldp_audit.training.flower.server import summary
+
+    text = summary(run, base / "ledgers")
     assert f"Flower run {run} (complete): 3 agents submitted 9 reports over 3 rounds" in text
     assert "epsilon 2.0 per report, 6.0 per agent" in text
     assert "spent (server's ledger): 6.0" in text and f"ldp-audit report {run}" in text
@@ -162,18 +164,14 @@ class _FakeContent(dict):
     config_records: dict = {}
 
 
-class _FakeReply:
-    def __init__(self, content):
-        self.content = content
-
-    def has_error(self):
-        return False
-
-
 def test_reply_without_release_mod_is_refused():
+    """The check the ServerApp runs on every reply (its keys "report" and "release")."""
+    from ldp_audit.training.flower.protocol import sealed_report
+
     cfg = F._pgc_config(PgcA3cConfig(mechanism="laplace", epsilon=1.0, rounds=1), 1)
+    mech, eps = cfg.make_mechanism().to_config(), cfg.epsilon_per_submission
     with pytest.raises(InvalidParameterError, match="no sealed report"):
-        F._check_reply(_FakeReply(_FakeContent(result={"score": 1.0})), cfg, 112)
+        sealed_report(_FakeContent(result={"score": 1.0}), "report", "release", mech, eps, 112)
 
 
 def test_a_rerun_of_a_seeded_agent_draws_fresh_noise(tmp_path):

@@ -44,7 +44,8 @@ def test_ldp_needs_frd_mode(tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["train", "frd", "--mode", "fedavg", "--epsilon", "1", "--out", str(out)])
     assert rc == 2
-    assert "--epsilon (the LDP proxy memory) needs --mode frd" in capsys.readouterr().err
+    err = capsys.readouterr().err  # FrdConfig's own check, before any work
+    assert "ldp_epsilon is for mode 'frd' (the LDP proxy memory), got mode 'fedavg'" in err
     assert not out.exists()
 
 

@@ -23,7 +23,7 @@ from ldp_audit.cli import main  # noqa: E402
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
 from ldp_audit.training.frd import FrdConfig, train, train_many  # noqa: E402
 from ldp_audit.training.frd import engine as E  # noqa: E402
-from ldp_audit.training.frd.nets import Nets, _Adam  # noqa: E402
+from ldp_audit.training.frd.nets import Nets  # noqa: E402
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 
@@ -49,16 +49,16 @@ def _former_distil(self, agents, states, pol, c):
     X = torch.from_numpy(states.astype(np.float32))
     T = torch.from_numpy(target)
     n = X.shape[0]
-    opt, flat, cols, lr = self.opt, self.nets.flat, self.nets.actor_size, c.distil_lr
+    opt, flat, cols, lr = self, self.nets.flat, self.nets.actor_size, c.distil_lr
     for _ in range(c.distil_epochs):
         perm = torch.from_numpy(self.rng.permutation(n))
         for s in range(0, n, c.distil_batch):
             b = perm[s : s + c.distil_batch]
             xb = X[b][None].expand(len(agents), -1, -1)
-            logits, cache = self.nets.forward("actor", xb, rows)
+            logits, cache = self.nets.forward("actor", xb, flat[rows])
             p = torch.softmax(logits, dim=2)
             g = torch.cat(Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
-            b1, b2 = _Adam.B1, _Adam.B2
+            b1, b2 = 0.9, 0.999
             t = opt.t[rows] + 1.0
             opt.t[rows] = t
             bc = (lr * torch.sqrt(1.0 - b2**t) / (1.0 - b1**t)).to(torch.float32)
@@ -66,7 +66,7 @@ def _former_distil(self, agents, states, pol, c):
             v = opt.v[rows, :cols].mul_(b2).addcmul_(g, g, value=1 - b2)
             opt.m[rows, :cols] = m
             opt.v[rows, :cols] = v
-            flat[rows, :cols] = flat[rows, :cols] - bc * m / (v.sqrt() + _Adam.EPS)
+            flat[rows, :cols] = flat[rows, :cols] - bc * m / (v.sqrt() + 1e-8)
 
 
 def _same(a, b):

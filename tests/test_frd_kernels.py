@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows, actor_size, param_size
+from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows
+from ldp_audit.training.frd.nets import Nets
+
+
+def _sizes(H, L):
+    """(parameters of actor + critic, parameters of the actor) of the engine's layout."""
+    nets = Nets(H, L, 1, np.random.default_rng(0))
+    return nets.P, nets.actor_size
 
 
 def _torch_nets(flat: np.ndarray, H: int, L: int):
@@ -52,7 +59,7 @@ def _flat_of(actor, critic) -> np.ndarray:
 @pytest.mark.parametrize("H, L", [(24, 2), (7, 1), (5, 3)])
 def test_kernels_match_torch_autograd_and_adam(H, L):
     rng = np.random.default_rng(H * 10 + L)
-    A, P, pa = 5, param_size(H, L), actor_size(H, L)
+    A, (P, pa) = 5, _sizes(H, L)
     flat = rng.normal(0.0, 0.4, size=(A, P)).astype(np.float32)
     m1 = np.zeros((A, P), np.float32)
     m2 = np.zeros((A, P), np.float32)
@@ -115,7 +122,7 @@ def test_kernels_match_torch_autograd_and_adam(H, L):
 
 def test_a_rows_result_does_not_depend_on_its_batch():
     H, L = 24, 2
-    P, pa = param_size(H, L), actor_size(H, L)
+    P, pa = _sizes(H, L)
     rng = np.random.default_rng(1)
     base = rng.normal(0.0, 0.4, size=(6, P)).astype(np.float32)
     obs = rng.normal(0.0, 0.3, size=(6, 4)).astype(np.float32)
@@ -130,6 +137,15 @@ def test_a_rows_result_does_not_depend_on_its_batch():
                         np.zeros(6))  # fmt: skip
         outs.append(f[3])
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def _grid_cells(g, states):
+    """The cell ids of (n, 4) states on ProxyGrid ``g`` and whether a cut component was out of
+    its range, in NumPy float64 (the reference for the compiled ``cells_rows``)."""
+    out = ((states < g.low) | (states > g.high))[:, g.dims].any(axis=1)
+    idx = np.floor((states[:, g.dims] - g.low[g.dims]) / g.width[g.dims])
+    idx = np.clip(idx, 0, g.S - 1).astype(np.int64)
+    return idx @ (g.S ** np.arange(len(g.dims), dtype=np.int64)), out
 
 
 def test_cells_kernel_matches_proxy_grid_on_mixed_grids_and_counts_clipping():
@@ -155,6 +171,6 @@ def test_cells_kernel_matches_proxy_grid_on_mixed_grids_and_counts_clipping():
     cells, clipped = np.empty(rows.size, np.int64), np.empty(rows.size, bool)
     cells_rows(rows, obs, low, high, (high - low) / S[:, None], S, mult, cut, cells, clipped)
     for i, r in enumerate(rows):
-        want_c, want_clip = grids[which[r]].cells(obs[r : r + 1].astype(np.float64))
+        want_c, want_clip = _grid_cells(grids[which[r]], obs[r : r + 1].astype(np.float64))
         assert cells[i] == want_c[0] and clipped[i] == want_clip[0]
     assert 0 < clipped.sum() < rows.size

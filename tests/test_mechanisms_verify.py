@@ -615,7 +615,7 @@ def test_discrete_laplace_noise_pmf() -> None:
     d, n = 4, 25_000
     y = mech.privatize(np.zeros((n, d)), np.random.default_rng(12))
     z = np.rint(y / 0.1).astype(int).ravel()
-    q = mech.noise_ratio(d)
+    q = math.exp(-mech.epsilon / mech.grid_sensitivity(d))  # P(Z = z) = (1 - q)/(1 + q) q^|z|
     assert mech.grid_sensitivity(d) == 14
     for v in (0, 1, -1, 5, -12):
         p = (1 - q) / (1 + q) * q ** abs(v)

@@ -9,6 +9,7 @@ Each verdict is at 95 % confidence: a correct trainer is flagged with probabilit
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,7 @@ def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path) -> None:
     assert main(["report", str(run), "--out", str(rep)]) == 0
     md = (rep / "report.md").read_text()
     assert "One-run audit of the Opacus training" in md and "DP-SGD claim read from" in md
+    assert "no attack other than the one-run audit" in md  # it said "no attack_*.json"
     # the report states the audit's own ceiling: the (eps, delta) bound at the audit's level
     # over the fractions it guessed at (what the report once recomputed itself)
     from ldp_audit.attacks.one_run_steinke import steinke_ceiling
@@ -63,8 +65,12 @@ def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path) -> None:
     fr = tuple(f["fraction"] for f in d["extra"]["per_fraction"])
     beta = (1.0 - d["extra"]["confidence_each"]) / len(fr)
     want = steinke_ceiling(500, delta=d["extra"]["delta"], beta=beta, fractions=fr)
-    [row] = build_report(run, figures=False).model["audits"]["one_run"]
+    model = build_report(run, figures=False).model
+    [row] = model["audits"]["one_run"]
     assert row["ceiling"] == ex["steinke_ceiling"] == want
+    # the ledger section reads the run's delta (it read delta 0: central epsilon inf)
+    led = model["ledger"]
+    assert led["delta"] == 1e-5 and 0 < led["central"]["max_epsilon"] < math.inf
 
 
 @pytest.mark.parametrize("name", FAST)

@@ -286,7 +286,7 @@ def test_short_non_private_run_learns():
     x 1,000 submissions, mean of the first 100 -> last 200: seed 0 22.6 -> 62.5, seed 1 22.7 ->
     29.1, seed 2 22.1 -> 42.6); a BLAS with different rounding may need another seed here. (With
     the paper's C = 0.01 L1 clip the baseline does not learn within 30,000 submissions: see
-    the repository README (section "PGC-A3C engine").)
+    docs/guide/pgc-a3c-engine.md.)
     """
     cfg = PgcA3cConfig(mechanism="none", trials=4, max_submissions=700, clip=1e9, eta=0.05)
     z = train(cfg, seed=0).zeta

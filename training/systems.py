@@ -22,10 +22,9 @@ frd         proxy-memory upload (RR + bit      ``<group>/<agent>``, one charge p
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.parse import parse_int, parse_private_param
 from ldp_audit.systems import ArraySpec, Command, SystemSpec, TranscriptSchema
 
-__all__ = ["PGC_A3C", "PGC_SCHEMA", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"]
+__all__ = ["PGC_A3C", "PGC_SCHEMA", "DPRL", "FEDRL", "FRD"]
 
 _I, _F = "iu", "f"
 
@@ -345,43 +344,20 @@ def frd_schema(cfg: Any) -> TranscriptSchema:
     return TranscriptSchema(tuple(arrays))
 
 
-@dataclass(frozen=True)
-class ProxyPairMechanism:
-    """One (cell, policy bit) pair of an LDP proxy-memory upload, as the auditor sees it.
+def frd_targets(cfg: Any) -> list[tuple[str, Any] | tuple[str, Any, dict[str, Any]]]:
+    """The LDP variant's per-pair mechanism; the non-private upload has nothing to audit.
 
     An upload of ``m`` pairs is ``epsilon``-LDP because each pair is ``epsilon / m``-LDP
-    (randomized response on the cell, bit flip on the policy value): this is the per-pair
-    claim, audited on rows ``[cell id, 2 pi(left) - 1]``.
+    (randomized response on the cell, bit flip on the policy value): the per-pair claim is the
+    upload mechanism with one sample at ``epsilon / m``, audited on rows ``[cell id, 2
+    pi(left) - 1]``.
     """
-
-    upload: Any
-
-    @property
-    def epsilon(self) -> float:
-        return float(self.upload.pair_epsilon)
-
-    delta = 0.0  # a class attribute, not a field
-
-    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
-        return self.upload.privatize(x, rng)
-
-    def candidate_pairs(self, dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-        last = float(int(self.upload.n_cells) - 1)
-        return [
-            (np.array([0.0, 1.0]), np.array([last, -1.0])),
-            (np.array([0.0, 1.0]), np.array([0.0, -1.0])),
-            (np.array([0.0, 1.0]), np.array([1.0, 1.0])),
-        ]
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": "frd_proxy_ldp_pair", "upload": self.upload.to_config()}
-
-
-def frd_targets(cfg: Any) -> list[tuple[str, Any]]:
-    """The LDP variant's per-pair mechanism; the non-private upload has nothing to audit."""
+    up = cfg.make_mechanism()
     if cfg.ldp_epsilon is None:
-        return [("upload", cfg.make_mechanism())]  # NoPrivacy: epsilon inf, reported so
-    return [("upload_pair", ProxyPairMechanism(cfg.make_mechanism()))]
+        return [("upload", up)]  # NoPrivacy: epsilon inf, reported so
+    last = float(int(up.n_cells) - 1)
+    pairs = [(np.array([0.0, 1.0]), np.array(x)) for x in ([last, -1.0], [0.0, -1.0], [1.0, 1.0])]
+    return [("upload_pair", replace(up, epsilon=up.pair_epsilon, samples=1), {"pairs": pairs})]
 
 
 def frd_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
@@ -406,8 +382,8 @@ FRD = SystemSpec(
     targets="ldp_audit.training.systems:frd_targets",
     charges="ldp_audit.training.systems:frd_charges",
     attacks={
-        "dynamics": "ldp_audit.attacks.run_scorers:frd_dynamics",
-        "frd": "ldp_audit.attacks.run_scorers:frd_dynamics",
+        "dynamics": "ldp_audit.attacks.frd:run",
+        "frd": "ldp_audit.attacks.frd:run",
     },
     report_sections="ldp_audit.training.statements:frd_report",
     reproduce="ldp_audit.training.frd.reproduce:reproduce",
@@ -513,15 +489,11 @@ def frd_options(p: Any) -> None:
 
 
 def frd_config(args: Any, kw: dict[str, Any]) -> Any:
-    """The setting's preset, the options given over it; ``--epsilon`` none or inf is the
-    non-private upload; the secret from ``--gravities`` or ``--private-param`` (not both)."""
+    """The setting's preset, the options given over it (FrdConfig refuses ``--epsilon`` but
+    with ``--mode frd``; inf is the non-private upload); the secret from ``--gravities`` or
+    ``--private-param`` (not both)."""
     from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
 
-    eps = kw.get("ldp_epsilon")  # inf: the non-private upload (FrdConfig reads it so)
-    if eps is not None and not math.isinf(eps) and kw.get("mode", "frd") != "frd":
-        raise InvalidParameterError(
-            f"--epsilon (the LDP proxy memory) needs --mode frd, got --mode {kw['mode']}"
-        )
     gravities, pp = kw.pop("gravities", None), args.private_param
     if pp is not None and gravities is not None:
         raise InvalidParameterError(

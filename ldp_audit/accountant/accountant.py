@@ -424,15 +424,14 @@ class Accountant:
             memo: dict[Any, tuple[float, str]] = {}
             out = {}
             for agent, hist in self.ledger.histories(None, scope).items():
-                k = hist[0] if len(hist) == 1 else signature(hist)  # one distinct event: fast path
-                res = memo.get(k)
+                sig = tuple(hist)  # AgentState.history: sorted, one pair per event (a Signature)
+                res = memo.get(sig)
                 if res is None:
-                    sig = ((hist[0][0], int(hist[0][1])),) if len(hist) == 1 else k
                     try:
                         res = evaluate_full(sig, delta, method)[:2]
                     except InvalidParameterError:
                         res = (math.inf, "unsupported")
-                    memo[k] = res
+                    memo[sig] = res
                 out[agent] = res
             if len(self._cache) > 16:
                 self._cache.clear()

@@ -34,7 +34,6 @@ __all__ = [
     "KeyFileError",
     "load_key",
     "default_key_path",
-    "key_id",
     "key_file_path",
     "check_key_outside",
 ]
@@ -50,11 +49,6 @@ MAX_KEY_FILE_BYTES = 4096
 class KeyFileError(LedgerError):
     """The ledger key (file or environment variable) is unusable: unsafe permissions, bad
     contents, or it cannot be created."""
-
-
-def key_id(key: bytes) -> str:
-    """16 hex digits naming ``key`` (SHA-256 of a label and the key; reveals nothing of it)."""
-    return hashlib.sha256(b"ldp-audit ledger key id v1|" + key).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -74,8 +68,9 @@ class LedgerKey:
 
     @property
     def id(self) -> str:
-        """The key's public id (:func:`key_id`)."""
-        return key_id(self.key)
+        """The key's public id: 16 hex digits, SHA-256 of a label and the key (reveals nothing
+        of it)."""
+        return hashlib.sha256(b"ldp-audit ledger key id v1|" + self.key).hexdigest()[:16]
 
     def mac(self, msg: bytes) -> bytes:
         """HMAC-SHA256 of ``msg`` under this key (32 bytes)."""

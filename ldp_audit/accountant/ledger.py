@@ -49,7 +49,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey, load_key
-from ldp_audit.accountant.ledger_chain import genesis_records
+from ldp_audit.accountant.ledger_chain import check_head_mac, genesis_records
 from ldp_audit.accountant.ledger_format import (
     RESERVED_META,
     SCHEMA_VERSION,
@@ -61,7 +61,7 @@ from ldp_audit.accountant.ledger_format import (
     metadata_digest,
 )
 from ldp_audit.accountant.ledger_queries import LedgerQueries
-from ldp_audit.accountant.ledger_replay import Replay
+from ldp_audit.accountant.ledger_replay import Replay, before
 from ldp_audit.accountant.ledger_sqlite import (
     META_TABLE,
     SqliteStore,
@@ -228,11 +228,11 @@ class Ledger(LedgerQueries):
         store.check_structure()
         self._ledger_id = meta.get("ledger_id", "")
         self._check_digest(store, meta)
-        choice = resolve_key(version, meta, self.path)
-        self._key, self.key_id, self.auth_note = choice.key, choice.key_id, choice.auth_note
-        self._write_refusal, self.authenticated = choice.write_refusal, choice.key is not None
-        if self._key is not None:
-            self._check_head_mac()
+        self._key, self.key_id, self.auth_note, self._write_refusal = resolve_key(
+            version, meta, self.path
+        )
+        self.authenticated = self._key is not None
+        check_head_mac(self._key, self._ledger_id, self.path, store.checked_head())  # cheap
         if self._write_refusal is not None:
             self.readonly = True
         if not self.readonly:
@@ -296,15 +296,22 @@ class Ledger(LedgerQueries):
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
         with self._lock:
+            # a resumed run: its leading rows that repeat earlier rows are not written again,
+            # and the budget check sees the state before the batch (the replayed rows taken out)
             rep = self._replay
-            if rep is None or not rep.active:  # no replay, or past the last earlier row
-                return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
-
-            def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
-                self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
-
-            rep.charge(rows, check, write)
-            return len(rows)
+            k = 0 if rep is None else rep.match(rows)
+            if k < len(rows):
+                self._charge_rows(
+                    rows[k:] if k else rows,
+                    rows,
+                    run_id=run_id,
+                    check=(lambda st: check(before(st, rows[:k]))) if k and check else check,
+                    when=when,
+                )
+            if k:  # all of it succeeded: past the replayed rows (or every earlier row)
+                rep.replayed += k  # type: ignore[union-attr]
+                rep.next = rep.next + k if k == len(rows) else rep.rows + 1  # type: ignore[union-attr]
+        return len(rows)
 
     def _charge_rows(
         self,
@@ -380,8 +387,7 @@ class Ledger(LedgerQueries):
 
         No budget check: ``Accountant.charge`` is the way to spend budget. Returns the row count.
         """
-        norm = check_rows(rows, run_id)
-        return self.charge_rows(norm, run_id=run_id)
+        return self.charge_rows(check_rows(rows, run_id), run_id=run_id)
 
     # ---- metadata ----------------------------------------------------------------------------
 

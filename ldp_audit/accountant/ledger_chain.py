@@ -158,12 +158,11 @@ def seal_rows(
     *,
     run_id: str | None,
     t: float,
-    times: Sequence[float] | None = None,
 ) -> tuple[list[tuple], list[tuple], list[tuple], int, bytes]:
     """Chain ``(agent, event, scope)`` rows after row ``n_rows`` (hash ``prev``).
 
     ``states`` holds the verified state of every agent of ``rows`` (absent: never charged); it
-    is not changed. ``times`` (one per row) overrides ``t``.
+    is not changed; every row has time ``t``.
 
     Returns:
         ``(charge rows, agent records, event-count records, last row id, last hash)``: what to
@@ -181,7 +180,7 @@ def seal_rows(
     i = n_rows
     agent_rows: list[tuple]
     state_rows: list[tuple]
-    if times is None and len({a for a, _, _ in rows}) == len(rows):
+    if len({a for a, _, _ in rows}) == len(rows):
         # Every agent once (a lock-step, a fresh round): one pass makes all three kinds of
         # record. The row bytes are f"{id}|{len(agent)}:{agent}" + tail + f"{agent_n}" (exactly
         # ``row_bytes``), the state checksum f"{len(agent)}:{agent}" + mid + f"{count}"
@@ -220,7 +219,7 @@ def seal_rows(
         touched: dict[str, list[Any]] = {}
         counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
         get_touched = touched.get
-        for k, (agent, event, scope) in enumerate(rows):
+        for agent, event, scope in rows:
             i += 1
             k2 = (scope, event)
             a = get_touched(agent)
@@ -232,16 +231,11 @@ def seal_rows(
             n = a[0] = a[0] + 1
             ev = a[3]
             counts[(agent, scope, event)] = ev[k2] = ev.get(k2, 0) + 1
-            if times is None:
-                tail = tails.get(k2)
-                if tail is None:
-                    tail = tails[k2] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
-                prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
-                append((i, agent, event, scope, t, run_id, n, prev))
-            else:
-                tk = float(times[k])
-                prev = row_hash(prev, row_bytes(i, agent, event, scope, tk, run_id, n))
-                append((i, agent, event, scope, tk, run_id, n, prev))
+            tail = tails.get(k2)
+            if tail is None:
+                tail = tails[k2] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
+            prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
+            append((i, agent, event, scope, t, run_id, n, prev))
             a[1], a[2] = i, prev
         state_rows = [
             (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk

@@ -75,12 +75,6 @@ class LedgerQueries:
 
     # ---- checks of what is read --------------------------------------------------------------
 
-    def _check_head_mac(self) -> None:
-        """The head (row count, last hash, metadata digest) must carry its MAC (cheap)."""
-        check_head_mac(
-            self._key, self._ledger_id, self.path, self._rows_store("hash chain").checked_head()
-        )
-
     def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
         head = store.head()
         if head is None or head.meta_digest != metadata_digest(meta):
@@ -91,7 +85,7 @@ class LedgerQueries:
         write never launders an edit made outside ldp-audit)."""
         store = self._rows_store("metadata seal")
         self._check_digest(store, store.meta())
-        self._check_head_mac()
+        check_head_mac(self._key, self._ledger_id, self.path, store.checked_head())
 
     def _head(self) -> tuple[int, bytes]:
         return self._rows_store("hash chain").checked_head()[:2]

@@ -12,15 +12,11 @@ rows taken out), as the first attempt did. Works over any store that keeps rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ldp_audit.accountant.ledger_format import AgentState
 from ldp_audit.errors import LedgerError
 
-__all__ = ["Replay"]
-
-#: Earlier rows read from the store at a time.
-BUFFER_ROWS = 4096
+__all__ = ["Replay", "before"]
 
 
 class Replay:
@@ -46,72 +42,32 @@ class Replay:
         self._read = read
         self._path = path
         self._missing = missing
-        self._buf: list[tuple[str, str, str]] = []
-        self._buf_start = 1
-
-    @property
-    def active(self) -> bool:
-        """Whether earlier rows remain to be matched."""
-        return self.next <= self.rows
 
     def status(self) -> dict[str, int]:
         """``{"rows", "replayed", "pending"}``."""
         return {"rows": self.rows, "replayed": self.replayed, "pending": self.rows - self.replayed}
 
-    def _row(self, i: int) -> tuple[str, str, str]:
-        buf, start = self._buf, self._buf_start
-        if not start <= i < start + len(buf):
-            self._buf, self._buf_start = self._read(i, i + BUFFER_ROWS), i
-            buf, start = self._buf, i
-            if not buf:
-                raise self._missing(f"row {i} is missing (resume)")
-        return buf[i - start]
-
     def match(self, rows: Sequence[tuple[str, str, str]]) -> int:
-        """How many leading rows of the batch repeat the next earlier rows (changes nothing).
+        """How many leading rows of the batch repeat the next earlier rows (changes nothing);
+        those earlier rows are read in one go.
 
         Raises:
             LedgerError: a charge differs from the earlier row it replays.
         """
-        nxt, last, k = self.next, self.rows, 0
-        while k < len(rows) and nxt <= last:
-            want = self._row(nxt)
-            got = (rows[k][0], rows[k][1], rows[k][2])
+        k = min(len(rows), self.rows - self.next + 1)
+        earlier = self._read(self.next, self.next + k) if k > 0 else []
+        if len(earlier) < k:
+            raise self._missing(f"row {self.next + len(earlier)} is missing (resume)")
+        for j, want in enumerate(earlier):
+            got = (rows[j][0], rows[j][1], rows[j][2])
             if got != want:
                 raise LedgerError(
                     f"ledger {self._path!r}: the resumed run does not repeat the charges of the "
-                    f"run it resumes: row {nxt} charged {want!r}, the resumed run charges "
-                    f"{got!r} (a different config, seed or code); nothing of this batch was "
-                    f"charged. Start a new run instead of --resume"
+                    f"run it resumes: row {self.next + j} charged {want!r}, the resumed run "
+                    f"charges {got!r} (a different config, seed or code); nothing of this batch "
+                    f"was charged. Start a new run instead of --resume"
                 )
-            k += 1
-            nxt += 1
-        return k
-
-    def charge(
-        self,
-        rows: Sequence[tuple[str, str, str]],
-        check: Callable[[dict[str, AgentState]], None] | None,
-        write: Callable[[Sequence[tuple[str, str, str]], Any], None],
-    ) -> None:
-        """One batch of a resumed run: its leading rows that repeat earlier rows are skipped,
-        the rest written by ``write(rest, check)`` (``check`` then sees the state before the
-        batch, the replayed rows taken out). Nothing changes here unless it all succeeds."""
-        k = self.match(rows)
-        if k == len(rows):  # every charge of the batch was made before the interruption
-            self.next += k
-            self.replayed += k
-            return
-        replayed = rows[:k]
-        inner = check
-        if inner is not None and replayed:
-
-            def check(states: dict[str, AgentState]) -> None:
-                inner(before(states, replayed))
-
-        write(rows[k:], check)
-        self.replayed += k
-        self.next = self.rows + 1  # past the last earlier row: later charges are written
+        return max(k, 0)
 
 
 def before(

@@ -15,8 +15,6 @@ The full walk (``Ledger.verify()``, ``ldp-audit budget --verify``) is
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from ldp_audit.accountant.keys import LedgerKey, load_key
 from ldp_audit.accountant.ledger_chain import walk_chain
 from ldp_audit.accountant.ledger_format import (
@@ -30,7 +28,6 @@ from ldp_audit.accountant.ledger_store import RowStore
 from ldp_audit.errors import LedgerError
 
 __all__ = [
-    "KeyChoice",
     "identify",
     "resolve_key",
     "verify_open",
@@ -67,19 +64,13 @@ def identify(meta: dict[str, str], path: str, table: str) -> int:
     return version
 
 
-class KeyChoice(NamedTuple):
-    """The key that authenticates a ledger (None: unauthenticated, and why)."""
-
-    key: LedgerKey | None
-    key_id: str | None
-    auth_note: str
-    write_refusal: str | None
-
-
-def resolve_key(schema: int, meta: dict[str, str], path: str) -> KeyChoice:
-    """Pick the key that authenticates this ledger (schema 3), or say why there is none."""
+def resolve_key(
+    schema: int, meta: dict[str, str], path: str
+) -> tuple[LedgerKey | None, str | None, str, str | None]:
+    """``(key, key id, auth note, write refusal)``: the key that authenticates this ledger
+    (schema 3), or None and why there is none (the note) and why it cannot be charged."""
     if schema < 3:
-        return KeyChoice(
+        return (
             None,
             None,
             f"schema version {schema}: written before ledgers were keyed, so nothing "
@@ -102,11 +93,11 @@ def resolve_key(schema: int, meta: dict[str, str], path: str) -> KeyChoice:
             f"({key.source}) has id {key.id}, so its MACs cannot be checked"
         )
     else:
-        return KeyChoice(key, key_id, "", None)
+        return key, key_id, "", None
     refusal = (
         f"ledger {path!r} cannot be charged: {note}; a charge would leave it without valid MACs"
     )
-    return KeyChoice(None, key_id, note, refusal)
+    return None, key_id, note, refusal
 
 
 def verify_open(store: RowStore, ledger_id: str, path: str) -> None:

@@ -149,13 +149,12 @@ class ChainWriter:
         *,
         run_id: str | None,
         when: float | None,
-        times: Sequence[float] | None = None,
         head: HeadRecord | None = None,
     ) -> tuple[list[tuple], list[tuple]]:
         """Seal ``(agent, event, scope)`` rows after ``head`` (read when None) and append them.
 
         ``states`` holds the verified state of every agent of ``rows`` (read in the same
-        transaction). ``times`` (one per row) overrides ``when``. Refused without the key (the
+        transaction); every row has time ``when`` (now when None). Refused without the key (the
         ledger's transaction already refuses a ledger it cannot charge).
 
         Returns:
@@ -168,9 +167,8 @@ class ChainWriter:
         head = head or store.checked_head()
         t = time.time() if when is None else float(when)
         charges, agent_rows, state_rows, i, last = seal_rows(
-            rows, states, key, self.ledger_id, head.rows, head.hash,
-            run_id=run_id, t=t, times=times,
-        )  # fmt: skip
+            rows, states, key, self.ledger_id, head.rows, head.hash, run_id=run_id, t=t
+        )
         store.put_charges(charges, agent_rows, state_rows)
         store.put_head(
             i, last, key.mac(head_message(self.ledger_id, i, last, bytes(head.meta_digest)))
@@ -196,13 +194,8 @@ class ChainWriter:
         agent_rows, state_rows = written
         get = states.get
         for a, n, last, _, _ in agent_rows:
-            st = get(a)
-            if st is None:
-                cache[a] = AgentState(n, last)
-            else:
-                st.n = n
-                st.last_id = last
-                cache[a] = st
+            st = cache[a] = get(a) or AgentState()
+            st.n, st.last_id = n, last
         for a, s, e, n, _ in state_rows:
             cache[a].events[(s, e)] = n
         if len(cache) > limit:

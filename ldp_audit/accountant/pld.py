@@ -53,17 +53,11 @@ def event_pld(
 
     vdi = value_discretization_interval
     inner, q = unsampled(event)
-    if isinstance(inner, LaplaceEvent):
-        return pld_lib.from_laplace_mechanism(
-            1.0 / inner.epsilon, sensitivity=1.0, sampling_prob=q, value_discretization_interval=vdi
-        )
-    if isinstance(inner, GaussianEvent):
-        return pld_lib.from_gaussian_mechanism(
-            inner.noise_multiplier,
-            sensitivity=1.0,
-            sampling_prob=q,
-            value_discretization_interval=vdi,
-        )
+    if isinstance(inner, LaplaceEvent | GaussianEvent):  # scale = 1/eps, or sigma (sensitivity 1)
+        laplace = isinstance(inner, LaplaceEvent)
+        make = pld_lib.from_laplace_mechanism if laplace else pld_lib.from_gaussian_mechanism
+        scale = 1.0 / inner.epsilon if laplace else inner.noise_multiplier  # type: ignore[union-attr]
+        return make(scale, sensitivity=1.0, sampling_prob=q, value_discretization_interval=vdi)
     if isinstance(inner, PureDpEvent):
         eps = amplified_epsilon(inner.epsilon, q) if q < 1.0 else inner.epsilon
         return pld_lib.from_privacy_parameters(

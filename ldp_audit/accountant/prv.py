@@ -101,10 +101,9 @@ def prv_epsilon(atoms: Mapping[DpEvent, int], *, delta: float, eps_error: float 
             f"method 'prv' would need eps_error {err:.3g} (> {MAX_EPS_ERROR}) to keep its mesh "
             f"under {MAX_POINTS} points for {sum(n for *_, n in history)} steps; use 'rdp' or 'pld'"
         )
-    eps_error = err
     acc = PRVAccountant()
     acc.history = history
     # sample_rate 1 makes Opacus evaluate log(0) on a masked branch: harmless, silenced.
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")
-        return float(acc.get_epsilon(delta=delta, eps_error=eps_error))
+        return float(acc.get_epsilon(delta=delta, eps_error=err))

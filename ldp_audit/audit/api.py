@@ -190,13 +190,12 @@ def audit(
 
     n_pairs = len(pair_list)
     total = 2 * plan.n_sel * n_pairs + 2 * plan.n_est * min(n_pairs, o.max_events + 1)
-    bar = tqdm(total=total, disable=not o.progress, unit="sample", desc="audit", leave=False)
+    with tqdm(total=total, disable=not o.progress, unit="sample", desc="audit", leave=False) as bar:
 
-    def est_total(pairs_used: int) -> None:
-        bar.total = 2 * plan.n_sel * n_pairs + 2 * plan.n_est * pairs_used
-        bar.refresh()
+        def est_total(pairs_used: int) -> None:
+            bar.total = 2 * plan.n_sel * n_pairs + 2 * plan.n_est * pairs_used
+            bar.refresh()
 
-    try:
         if o.event is None:
             sel = select_events(mechanism, pair_list, o, plan, bar.update, total)
             kept = kept_events(sel, o.max_events, o.tradeoff)
@@ -208,8 +207,6 @@ def audit(
         )
         bar.total = bar.n  # the last frame says 100% of what was drawn (Poissonized sizes vary)
         bar.refresh()
-    finally:
-        bar.close()
     return _conclude(mechanism, o, plan, pair_list, sel, kept, counts, start)
 
 
@@ -264,6 +261,13 @@ def _conclude(
             "none of the statistics computes (e.g. a hashed report (y, seed) whose event "
             "{y = H_seed(x)} needs the hash): pass statistics=[stat] with stat(outputs, x, "
             "x_prime) -> one score per output row that computes it"
+        )
+    if sel.big_ints:
+        warn.append(
+            "the outputs are integers beyond 2^53 in magnitude: the auditor reads outputs as "
+            "float64, which cannot tell neighbouring integers apart there, so a difference in "
+            "their low digits is invisible to the events (a user statistic gets the raw "
+            "outputs); release them minus an offset to audit them exactly"
         )
     if sel.n_nonfinite:
         warn.append(

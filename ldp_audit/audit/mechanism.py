@@ -128,9 +128,16 @@ def check_mechanism(mechanism: Any) -> tuple[float, float]:
     missing = object()
     raw = user_attr(mechanism, "epsilon", missing)  # a property that raises: UserCodeError
     if not callable(user_attr(mechanism, "privatize")) or raw is missing:
+        hint = ""
+        if callable(user_attr(mechanism, "randomise")):  # diffprivlib's one-value-per-call API
+            hint = (
+                ": it has randomise(value), one value per call; wrap it with from_scalar("
+                "obj.randomise, epsilon=..., domain=...) (command line: --scalar --mechanism "
+                "MODULE:OBJ.randomise --epsilon E --domain LOW:HIGH)"
+            )
         raise InvalidParameterError(
             "mechanism must have an epsilon attribute and a privatize(x, rng) method, got "
-            f"{type(mechanism).__name__}"
+            f"{type(mechanism).__name__}{hint}"
         )
     eps = check_nonnegative(raw, "mechanism.epsilon")
     if math.isinf(eps):

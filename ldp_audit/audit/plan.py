@@ -28,7 +28,7 @@ from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
 from ldp_audit.audit.statistics import EventIndicator, ScoreStatistic, statistic_list
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.stats import POOLED_MAX_ALPHA
-from ldp_audit.validation import as_rng, check_bool, check_int, check_probability
+from ldp_audit.validation import as_rng, check_bool, check_choice, check_int, check_probability
 
 __all__ = ["RATIO_TESTS"]
 
@@ -82,11 +82,7 @@ def check_arguments(mechanism: Any, **a: Any) -> Options:
     v["want_profile"] = delta > 0 if profile is None else check_bool(profile, "profile")
     v["pool"] = check_bool(a["pool"], "pool")
     v["tradeoff"] = check_bool(a["tradeoff"], "tradeoff")
-    if not isinstance(ratio_test, str) or ratio_test not in RATIO_TESTS:
-        raise InvalidParameterError(
-            f"ratio_test must be one of {', '.join(map(repr, RATIO_TESTS))}, got {ratio_test!r}"
-        )
-    v["ratio_test"] = ratio_test
+    v["ratio_test"] = check_choice(ratio_test, "ratio_test", RATIO_TESTS)
     for name in ("force", "progress", "sequential", "delta_event"):
         v[name] = check_bool(a[name], name)
     v["user_fns"] = user_fns = statistic_list(a["statistics"], "statistics")

@@ -57,10 +57,10 @@ def privatize_rows(
     returned = y
     if y.ndim == 1:
         y = y[:, None]
-    if y.ndim != 2 or y.shape[0] != n:
+    if y.ndim != 2 or y.shape[0] != n or y.shape[1] == 0:
         raise InvalidParameterError(
-            f"mechanism.privatize must return an array of shape (n, k) with n = {n} rows for "
-            f"an (n, d) input, got shape {y.shape}"
+            f"mechanism.privatize must return an array of shape (n, k) with n = {n} rows and "
+            f"at least one value per row for an (n, d) input, got shape {y.shape}"
         )
     y = y.astype(np.float64, copy=False)
     return (y, returned) if raw else y

@@ -31,10 +31,10 @@ from ldp_audit.audit.selection import (
 )
 from ldp_audit.audit.statistics import (
     ScoreStatistic,
-    Snap,
     Snapped,
     UserStatistic,
     build_statistics,
+    fit_snap,
     float_cell_statistic,
 )
 from ldp_audit.audit.tradeoff import TRADEOFF_LEVELS, _tradeoff_events
@@ -63,6 +63,7 @@ class Selection:
     est_rngs: list[tuple[np.random.Generator, np.random.Generator]] = field(default_factory=list)
     widths: list[int] = field(default_factory=list)
     n_nonfinite: int = 0
+    big_ints: bool = False
 
 
 def select_events(
@@ -85,6 +86,8 @@ def select_events(
         # when outputs are much wider than inputs (one-hot encodings)
         y8, raw8 = privatize_rows(mechanism, x, 8, ra1, raw=True)
         width = max(x.shape[0], y8.shape[1])
+        if raw8.dtype.kind in "iu" and (raw8.max() > 2**53 or raw8.min() < -(2**53)):
+            sel.big_ints = True
         user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
         for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
             st.values(raw8)
@@ -152,7 +155,7 @@ def _fit_statistics(
         )
     sel.n_nonfinite += int((~fin1).sum() + (~fin2).sum())
     tick(2 * plan.n_a)  # (counted as drawn even when capped for wide outputs)
-    snap = Snap.fit(ya1, ya2)
+    snap = fit_snap(ya1, ya2)
     sa1, sa2 = snap(ya1), snap(ya2)
     inner, j, discrete = build_statistics(x, x2, sa1, sa2)
     pooled_a = np.concatenate([ya1, ya2])

@@ -208,8 +208,9 @@ class _CellScore(ScoreStatistic):
         return text
 
 
-class Snap:
-    """Rounds outputs to an absolute grid per coordinate (exact-arithmetic mode).
+def fit_snap(ya1: np.ndarray, ya2: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """Rounds outputs to an absolute grid per coordinate (exact-arithmetic mode), fitted on the
+    fit half A (``ya1`` under x, ``ya2`` under x2).
 
     ``fl(x + noise)`` lands on an input-dependent subset of the doubles (Mironov 2012), and a
     statistic whose threshold sits where only rounding decides (e.g. at the maximum of a sum of
@@ -218,30 +219,24 @@ class Snap:
     each grid cell holds >= 2^15 doubles reachable from either input, so the events measure the
     mechanism's real-valued distribution, discretised. Any deterministic map keeps soundness.
     """
+    f = _finite_features(np.concatenate([ya1, ya2]))
+    mag = np.max(np.abs(np.quantile(f, [0.01, 0.99], axis=0)), axis=0)
+    grid = np.ldexp(np.where(mag > 0, mag, 1.0), -32)
 
-    def __init__(self, grid: np.ndarray) -> None:
-        self.grid = grid
-
-    @classmethod
-    def fit(cls, ya1: np.ndarray, ya2: np.ndarray) -> Snap:
-        f = _finite_features(np.concatenate([ya1, ya2]))
-        q = np.quantile(f, [0.01, 0.99], axis=0)
-        mag = np.max(np.abs(q), axis=0)
-        grid = np.ldexp(np.where(mag > 0, mag, 1.0), -32)
-        return cls(grid)
-
-    def __call__(self, y: np.ndarray) -> np.ndarray:
+    def snap(y: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            return np.round(y / self.grid) * self.grid
+            return np.round(y / grid) * grid
+
+    return snap
 
 
 class Snapped(ScoreStatistic):
-    """A statistic evaluated on snapped outputs (see :class:`Snap`), its values rounded to a
+    """A statistic evaluated on snapped outputs (see :func:`fit_snap`), its values rounded to a
     2^-36-relative grid fitted on A, so that plateaus of the statistic (e.g. the maximum of the
     L1 log-ratio, reached by every output beyond both centres) are exact ties that one
     threshold can take whole, instead of being split by rounding noise."""
 
-    def __init__(self, inner: ScoreStatistic, snap: Snap, ya: np.ndarray | None = None) -> None:
+    def __init__(self, inner: ScoreStatistic, snap: Callable, ya: np.ndarray | None = None) -> None:
         self.inner, self.snap = inner, snap
         self.family = inner.family
         self.quantum = 0.0

@@ -121,31 +121,47 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     added_cwd = cwd not in sys.path
     if added_cwd:
         sys.path.append(cwd)
-    # SIGTERM while the subcommands' modules import (seconds on a loaded machine) is the same
-    # one line and 143 as later, not a silent death by the signal
-    early = _on_sigterm(_terminate)
+    import signal
+    import threading
+
+    from ldp_audit.cli._signals import SignalWatchdog
+
+    old: dict[int, Any] = {}  # signal -> the handler it had
+    dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
+
+    def _raise(signum: int, frame: object) -> None:
+        if dog is not None:
+            dog.notify(signum)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    # from the start: SIGTERM while the subcommands' modules import (seconds on a loaded
+    # machine) is the same one line and 143 as later, not a silent death by the signal
+    if threading.current_thread() is threading.main_thread():
+        if dog is not None and not dog.install():
+            dog = None
+        old[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise)
+        # with the watchdog, SIGINT too; a command started with SIGINT ignored (a background
+        # job of a non-interactive shell, nohup) keeps ignoring it, as Python itself does
+        if dog is not None and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, _raise)
     try:
-        return _main(argv, watchdog)
-    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) while the subcommands' modules import
-        return _interrupted(exc)
+        return _main(argv)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        code = _interrupted(exc)
+        if dog is not None and argv is None:
+            dog.exit_now(code)
+        return code
     finally:
         if added_cwd and argv is not None and cwd in sys.path:  # a caller's process: restore
             sys.path.remove(cwd)
-        if argv is not None and early is not None:
-            _on_sigterm(early)
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
-def _on_sigterm(handler: Any) -> Any:
-    """Install ``handler`` for SIGTERM; the one it replaces (None outside the main thread)."""
-    import signal
-
-    with contextlib.suppress(ValueError):  # not the main thread: signals are not ours
-        return signal.signal(signal.SIGTERM, handler)
-    return None
+        # as the console script the watchdog stays armed until the process ends: a pool's
+        # shutdown or a non-daemon thread can still hold the exit after main returns
+        if argv is not None or dog is None:
+            for signum, handler in old.items():
+                if handler is not None:  # one not installed from Python: none to restore
+                    signal.signal(signum, handler)
+            if dog is not None:
+                dog.uninstall()
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:
@@ -192,7 +208,7 @@ def _user_exit(exc: SystemExit) -> str:
     )
 
 
-def _main(argv: list[str] | None, watchdog: bool | None) -> int:
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     given = sys.argv[1:] if argv is None else list(argv)
@@ -201,27 +217,6 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
         from ldp_audit.cli.types import unrecognized_error
 
         unrecognized_error(parser, given, extra)
-    import signal
-    import threading
-
-    from ldp_audit.cli._signals import SignalWatchdog
-
-    old: dict[int, Any] = {}  # signal -> the handler it had
-    dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
-
-    def _raise(signum: int, frame: object) -> None:
-        if dog is not None:
-            dog.notify(signum)
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-    if threading.current_thread() is threading.main_thread():
-        if dog is not None and not dog.install():
-            dog = None
-        old[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise)
-        # with the watchdog, SIGINT too; a command started with SIGINT ignored (a background
-        # job of a non-interactive shell, nohup) keeps ignoring it, as Python itself does
-        if dog is not None and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            old[signal.SIGINT] = signal.signal(signal.SIGINT, _raise)
     try:
         from ldp_audit.limits import check_input_paths
 
@@ -232,11 +227,6 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     except BrokenPipeError:
         _silence_broken_pipe()
         return EXIT_OK
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
-        code = _interrupted(exc)
-        if dog is not None and argv is None:
-            dog.exit_now(code)
-        return code
     except (LdpAuditError, SystemExit) as exc:  # a SystemExit is never ours once the command
         why = _user_exit(exc) if isinstance(exc, SystemExit) else exc  # runs: user code's
         print(f"ldp-audit: error: {why}", file=sys.stderr)
@@ -249,15 +239,6 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
         )
         traceback.print_exc(file=sys.stderr)
         return EXIT_INTERNAL
-    finally:
-        # as the console script the watchdog stays armed until the process ends: a pool's
-        # shutdown or a non-daemon thread can still hold the exit after main returns
-        if argv is not None or dog is None:
-            for signum, handler in old.items():
-                if handler is not None:  # one not installed from Python: none to restore
-                    signal.signal(signum, handler)
-            if dog is not None:
-                dog.uninstall()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -31,7 +31,8 @@ from ldp_audit.cli.system_cmd import attack_run_dir, register_attacks
 from ldp_audit.cli.types import (
     add_backend_arguments,
     add_flags,
-    check_creatable,
+    add_int,
+    add_real,
     check_not_inside_run,
     check_workers,
     confidence,
@@ -43,6 +44,7 @@ from ldp_audit.limits import add_force_argument, check_resources
 from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
 from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable
+from ldp_audit.rundir.paths import check_parent_writable
 from ldp_audit.training.sizes import attack_estimates
 
 _MAX_COUNT = 1_000_000
@@ -51,9 +53,9 @@ _MIN_CANARIES = 20
 _MAX_COMPOSED = 700.0
 
 
-def _count(name: str, minimum: int = 1, maximum: int = _MAX_COUNT) -> Any:
-    """A count whose arrays (reports, shadow gradients) are held in memory."""
-    return int_at_least(name, minimum, maximum, "the attack holds arrays of this size in memory")
+def _count(p: Any, flag: str, minimum: int = 1, maximum: int = _MAX_COUNT, **kw: Any) -> None:
+    """A count option whose arrays (reports, shadow gradients) are held in memory."""
+    add_int(p, flag, minimum, maximum, "the attack holds arrays of this size in memory", **kw)
 
 
 def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "") -> None:
@@ -63,33 +65,10 @@ def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "
         type=epsilon_or_inf,
         help="epsilon of ONE report (T reports compose to T * epsilon; default 1); not with 'none'",
     )
-    p.add_argument(
-        "--clip",
-        type=real_in("--clip", low=0.0),
-        help="C (default 0.01 Laplace, 1 PRS); not with 'none'",
-    )
-    p.add_argument(
-        "--reports-per-agent",
-        type=_count("--reports-per-agent", 1, 10_000),
-        default=1,
-        dest="reports",
-        metavar="T",
-    )
-    p.add_argument("--agents", type=_count("--agents"), default=300, help="agents attacked")
-    p.add_argument(
-        "--shadow",
-        type=_count("--shadow"),
-        default=shadow,
-        help=shadow_help or "shadow episodes per candidate",
-    )
+    add_real(p, "--clip", help="C (default 0.01 Laplace, 1 PRS); not with 'none'")
+    _count(p, "--reports-per-agent", 1, 10_000, default=1, dest="reports", metavar="T")
     add_flags(p, malicious="broadcast a crafted theta")
-    p.add_argument(
-        "--train-submissions",
-        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
-        default=0,
-        help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
-    )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    _population(p, "agents attacked", shadow, shadow_help, 1, 0)
     p.add_argument("--confidence", type=confidence(), default=0.95)
     add_flags(p, json="print the result as JSON on stdout", no_progress="no progress bar on stderr")
     p.add_argument("--out", help="also write the JSON result to this (new) file")
@@ -98,6 +77,24 @@ def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "
         p, overwrite="replace an existing --out/--plot file (or the run's attack_*.json artefact)"
     )
     add_force_argument(p)
+
+
+def _population(
+    p: argparse.ArgumentParser, agents: str, shadow: Any, shadow_help: str, least: int, subs: int
+) -> None:
+    """``--agents``, ``--shadow`` (at least ``least``), ``--train-submissions`` and ``--seed``:
+    the attacked population and the honest theta, shared by the attacks and the sweep."""
+    _count(p, "--agents", default=300, help=agents)
+    _count(
+        p, "--shadow", least, default=shadow, help=shadow_help or "shadow episodes per candidate"
+    )
+    p.add_argument(
+        "--train-submissions",
+        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
+        default=subs,
+        help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
+    )
+    add_int(p, "--seed", 0, default=0)
 
 
 def register(subparsers: Any) -> None:
@@ -122,12 +119,7 @@ def register(subparsers: Any) -> None:
         "system's attack)",
     )
     d.add_argument("--run-dir", help="attack this run directory's transcript")
-    d.add_argument(
-        "--max-groups",
-        type=_count("--max-groups"),
-        default=200,
-        help="agents attacked in --run-dir",
-    )
+    _count(d, "--max-groups", default=200, help="agents attacked in --run-dir")
     d.add_argument(
         "--env-module",
         metavar="MODULE",
@@ -156,9 +148,10 @@ def register(subparsers: Any) -> None:
         "1% / 0.1%, advantage, the ceiling and the one-run epsilon lower bound.",
     )
     _common(m)
-    m.add_argument(
+    _count(
+        m,
         "--canaries",
-        type=_count("--canaries", _MIN_CANARIES),
+        _MIN_CANARIES,
         default=200,
         help=f"canary slots, each included with probability 1/2 (at least {_MIN_CANARIES}: with "
         "c canaries all inclusion bits are equal, and nothing can be scored, with probability "
@@ -411,30 +404,15 @@ def _sweep_thetas(text: str) -> str:
 
 def _sweep_arguments(s: argparse.ArgumentParser) -> None:
     """The options of ``attack sweep`` (:func:`ldp_audit.attacks.sweep.sweep`'s parameters)."""
-    s.add_argument(
-        "--agents", type=_count("--agents"), default=300, help="agents attacked per cell"
-    )
-    s.add_argument(  # the classifier needs more samples than classes
-        "--shadow", type=_count("--shadow", 2), default=1000, help="shadow episodes per candidate"
-    )
+    # the classifier needs more samples than classes: --shadow >= 2
+    _population(s, "agents attacked per cell", 1000, "", 2, 3000)
     s.add_argument(
         "--thetas",
         type=_sweep_thetas,
         default=",".join(THETAS),
         help="comma list of " + "/".join(THETAS),
     )
-    s.add_argument(
-        "--train-submissions",
-        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
-        default=3000,
-    )
-    s.add_argument(
-        "--probe",
-        type=_count("--probe"),
-        default=1000,
-        help="craft_theta probe episodes per candidate",
-    )
-    s.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    _count(s, "--probe", default=1000, help="craft_theta probe episodes per candidate")
     s.add_argument(
         "--out",
         help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "
@@ -459,7 +437,8 @@ def _sweep(args: argparse.Namespace) -> int:
                 f"--out {args.out!r} is a run directory: a run is evidence, and a sweep's "
                 f"results are not an analysis of it; choose a folder outside every run"
             )
-        check_creatable(args.out, "--out")
+        if not Path(args.out).exists():  # its nearest existing folder accepts a new one
+            check_parent_writable(Path(args.out), "--out")
     w = args.workers or 1  # --workers cells at a time, each at the sweep's largest T
     subs = int(args.train_submissions or 0)
     parts = attack_estimates(int(args.agents), int(args.shadow), max(REPORTS), subs, sweep=w)

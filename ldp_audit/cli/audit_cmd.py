@@ -38,6 +38,8 @@ from ldp_audit.cli.system_cmd import audit_options, audit_run_dir
 from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
     add_flags,
+    add_int,
+    add_real,
     confidence,
     int_at_least,
     key_value,
@@ -46,7 +48,7 @@ from ldp_audit.cli.types import (
 from ldp_audit.config import unique_keys
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.limits import check_resources
-from ldp_audit.parse import parse_real, real_in
+from ldp_audit.parse import parse_real
 from ldp_audit.stats import check_delta_range
 from ldp_audit.training.sizes import audit_probe_estimates
 
@@ -121,28 +123,13 @@ def register(subparsers: Any) -> None:
         "required unless --run-dir",
     )
     opt = functools.partial(p.add_argument, default=argparse.SUPPRESS)  # "not given"
-    opt(
-        "--epsilon",
-        type=real_in("--epsilon", low=0.0),
-        help="claimed epsilon (built-ins; gaussian: calibrates sigma unless --sigma is given)",
-    )
-    opt("--clip", type=real_in("--clip", low=0.0), help="clip bound C (1 when omitted)")
-    opt("--sigma", type=real_in("--sigma", low=0.0), help="gaussian: noise standard deviation")
-    opt(
-        "--delta",
-        type=real_in("--delta", low=0.0, high=1.0),
-        help="gaussian: the delta of the claim (1e-5 when omitted)",
-    )
-    opt(
-        "--resolution",
-        type=real_in("--resolution", low=0.0),
-        help="discrete-laplace: grid step (C / (10 d) when omitted)",
-    )
-    p.add_argument(
-        "--dim",
-        type=int_at_least("--dim", 1, _MAX_DIM),
-        help="input dimension d (mechanism.dim, or 1, when omitted)",
-    )
+    eps_help = "claimed epsilon (built-ins; gaussian: calibrates sigma unless --sigma is given)"
+    add_real(opt, "--epsilon", help=eps_help)
+    add_real(opt, "--clip", help="clip bound C (1 when omitted)")
+    add_real(opt, "--sigma", help="gaussian: noise standard deviation")
+    add_real(opt, "--delta", 1.0, help="gaussian: the delta of the claim (1e-5 when omitted)")
+    add_real(opt, "--resolution", help="discrete-laplace: grid step (C / (10 d) when omitted)")
+    add_int(p, "--dim", 1, _MAX_DIM, help="input dimension d (mechanism.dim, or 1, when omitted)")
     opt(
         "--reduced-dim",
         type=int_at_least("--reduced-dim", 1, _MAX_DIM),
@@ -196,14 +183,9 @@ def register(subparsers: Any) -> None:
         "MODULE:FUNCTION naming event(outputs, x, x_prime) -> n booleans; all --samples count "
         "it, the whole 1 - confidence is spent on it (the Python API's event=)",
     )
-    p.add_argument(
-        "--samples",
-        type=int_at_least("--samples", 1000),
-        default=1_000_000,
-        help="outputs per input of a pair",
-    )
+    add_int(p, "--samples", 1000, default=1_000_000, help="outputs per input of a pair")
     p.add_argument("--confidence", type=confidence(), default=0.95, help="in (0, 1)")
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="random seed")
+    add_int(p, "--seed", 0, default=0, help="random seed")
     p.add_argument(
         "--ratio-test",
         choices=("clopper-pearson", "poisson"),

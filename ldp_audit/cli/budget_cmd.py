@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.cli.evidence import evidence_args, exit_code
-from ldp_audit.cli.types import add_flags, int_at_least
+from ldp_audit.cli.types import add_flags, add_int
 from ldp_audit.errors import InvalidParameterError, LedgerError
 from ldp_audit.parse import real_in
 from ldp_audit.rundir import to_jsonable, verify_run
@@ -71,12 +71,8 @@ def register(subparsers: Any) -> None:
         help="per-agent epsilon budget for 'remaining' (default: the budget recorded in the "
         "ledger by the accountant that wrote it, if any)",
     )
-    p.add_argument(
-        "--limit",
-        type=int_at_least("--limit", 0),
-        default=20,
-        help="agents listed in the text table, largest spend first (default 20; 0 = all)",
-    )
+    text = "agents listed in the text table, largest spend first (default 20; 0 = all)"
+    add_int(p, "--limit", 0, default=20, help=text)
     add_flags(
         p,
         json="print JSON (every agent) on stdout",

@@ -25,8 +25,8 @@ from typing import Any
 from ldp_audit.cli.evidence import check_evidence, evidence_args, exit_code
 from ldp_audit.cli.types import (
     add_flags,
+    add_int,
     check_not_inside_run,
-    int_at_least,
     show_progress,
 )
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
@@ -45,9 +45,6 @@ _EVIDENCE_TAG = {
     "unauthenticated": " [UNAUTHENTICATED EVIDENCE: no ledger key checked it]",
     "unverified": " [UNVERIFIED EVIDENCE: read with --allow-unverified]",
 }
-
-
-_seed = int_at_least("--seed", 0)
 
 
 def register(subparsers: Any) -> None:
@@ -77,9 +74,7 @@ def register(subparsers: Any) -> None:
         help="output folder, new or empty (default: RUN_DIR/report)",
     )
     add_flags(p, overwrite="replace an earlier report at the output folder")
-    p.add_argument(
-        "--top", type=int_at_least("--top", 1), default=10, help="rows in the top-agents table"
-    )
+    add_int(p, "--top", 1, default=10, help="rows in the top-agents table")
     add_flags(
         p,
         json="print the written paths as JSON",
@@ -107,7 +102,7 @@ def register(subparsers: Any) -> None:
         "--out",
         help="run directory, new or empty (default: a new runs/demo-<timestamp> folder)",
     )
-    d.add_argument("--seed", type=_seed, default=0, help="the one seed everything derives from")
+    add_int(d, "--seed", 0, default=0, help="the one seed everything derives from")
     d.add_argument("--report-dir", help="where the report goes (default: OUT/report)")
     add_flags(
         d,

@@ -41,13 +41,12 @@ from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
     add_backend_arguments,
     add_flags,
+    add_int,
     add_run_mode_arguments,
     check_not_inside_run,
     check_out_for_mode,
-    check_report_out,
     check_workers,
     confidence,
-    int_at_least,
     key_value,
     resolve_device_option,
     run_mode,
@@ -57,7 +56,7 @@ from ldp_audit.config import add_arguments, from_args, given_config, option_name
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
-from ldp_audit.rundir.paths import check_parent_writable, timestamped_dir
+from ldp_audit.rundir.paths import check_parent_writable, check_report_dir, timestamped_dir
 from ldp_audit.rundir.seal import seal_document
 
 _WARNED: set[str] = set()
@@ -144,7 +143,7 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
             metavar="KEY=VALUE",
             help=f"config fields: {fields}" if cls else "a config field",
         )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
+    add_int(p, "--seed", 0, default=0, help="master seed")
     p.add_argument("--out", metavar="RUN_DIR", help=_out_help(c, "run directory"))
     add_run_mode_arguments(p, c)
     _add_common(p, c, "print the result as JSON on stdout", cls, "the run's config")
@@ -290,7 +289,8 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
         out = _out(args, c, settings)
         run = functools.partial(fn, settings, **kw, **where)
-    check_report_out(out, overwrite=args.overwrite)  # before the experiment
+    check_not_inside_run(out, "--out")  # before the experiment
+    check_report_dir(out, overwrite=args.overwrite)  # a new folder's parent probed
     with _running(args):
         doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")
@@ -332,7 +332,7 @@ def register_attacks(attack_subparsers: Any) -> None:
             "beats the guarantee beyond its confidence interval.",
         )
         a.add_argument("--run-dir", required=True, help="the run directory to attack")
-        a.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="attack seed")
+        add_int(a, "--seed", 0, default=0, help="attack seed")
         a.add_argument("--confidence", type=confidence(), default=0.95)
         _add_options(a, c, f"attack {name!r} options")
         a.add_argument("--out", help="write the result JSON here instead")
@@ -354,6 +354,17 @@ def _artifact_name(system: Any, attack: str) -> str:
     frd`` is its ``dynamics``: ``attack_dynamics.json``)."""
     first = next(k for k, v in system.attacks.items() if v == system.attacks[attack])
     return f"attack_{first.replace('-', '_').lower()}.json"
+
+
+def _check_artefact(target: Path, overwrite: bool, hint: str = "") -> None:
+    """A run's named artefact is never silently replaced, and a read-only run is refused,
+    before any work."""
+    if target.exists() and not overwrite:
+        raise RunDirectoryError(
+            f"{target} already exists (a run's named artefact is never silently replaced); "
+            f"pass --overwrite to replace it{hint}"
+        )
+    check_parent_writable(target, "--run-dir")
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
@@ -391,13 +402,8 @@ def attack_run_dir(
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
     elif artefact:
-        target = Path(args.run_dir) / _artifact_name(system, name)
-        if target.exists() and not args.overwrite:
-            raise RunDirectoryError(
-                f"{target} already exists; write this result elsewhere with --out FILE, or pass "
-                "--overwrite to replace it"
-            )
-        check_parent_writable(target, "--run-dir")  # a read-only run: refused before work
+        hint = ", or write this result elsewhere with --out FILE"
+        _check_artefact(rd.path / _artifact_name(system, name), args.overwrite, hint)
     sizes = getattr(_attack_commands(system).get(name), "sizes", None)
     if sizes:  # before any work (--force runs anyway)
         est = systems.call(sizes, f"attack {name!r} sizes")(rd.train_config, **kw)
@@ -467,13 +473,7 @@ def audit_run_dir(args: argparse.Namespace) -> int:
 
     args._evidence = check_evidence(args)  # the claim is read from config.json: verified first
     rd = RunDir(args.run_dir)
-    target_file = rd.path / "audit.json"
-    if target_file.exists() and not args.overwrite:
-        raise RunDirectoryError(
-            f"{target_file} already exists; pass --overwrite to replace it (a run's named "
-            "artefact is never silently replaced)"
-        )
-    check_parent_writable(target_file, "--run-dir")  # a read-only run: refused before work
+    _check_artefact(rd.path / "audit.json", args.overwrite)
     own = audit_options(args)  # as for --mechanism
     runs, skipped = [], []
     for t in rd.system.audit_targets(rd.train_config):  # may refuse, with the reason

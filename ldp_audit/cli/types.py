@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.parse import INT_MAX, parse_int, real_in
-from ldp_audit.rundir import check_new_dir, check_parent_writable, check_report_dir, is_run_dir
+from ldp_audit.rundir import check_new_dir, is_run_dir
 
 
 def int_at_least(
@@ -24,6 +24,20 @@ def int_at_least(
     """A converter accepting integers in [``minimum``, ``maximum``] (strict: see
     :func:`parse_int`; ``why``: the reason for the upper bound, e.g. the memory it would take)."""
     return functools.partial(parse_int, name=name, minimum=minimum, maximum=maximum, why=why)
+
+
+def add_int(
+    p: Any, flag: str, minimum: int, maximum: int = INT_MAX, why: str = "", **kw: Any
+) -> None:
+    """An integer option in [``minimum``, ``maximum``] read by :func:`int_at_least` (its
+    messages name ``flag``); ``p``: a parser or group, or an ``add_argument`` of its own."""
+    getattr(p, "add_argument", p)(flag, type=int_at_least(flag, minimum, maximum, why), **kw)
+
+
+def add_real(p: Any, flag: str, high: float = math.inf, **kw: Any) -> None:
+    """A real option in (0, ``high``) read by :func:`ldp_audit.parse.real_in` (its messages name
+    ``flag``); ``p`` as for :func:`add_int`."""
+    getattr(p, "add_argument", p)(flag, type=real_in(flag, low=0.0, high=high), **kw)
 
 
 def key_value(option: str, *, finite: bool = True) -> Callable[[str], tuple[str, Any]]:
@@ -67,11 +81,17 @@ PATH_DESTS = frozenset(
 
 def nonempty_path(name: str) -> Callable[[str], str]:
     """A converter for a path option: the empty or blank string is refused (``--out ''`` would
-    otherwise read as "not given" and silently fall back to a default, e.g. into a run)."""
+    otherwise read as "not given" and silently fall back to a default, e.g. into a run), and so
+    is a name longer than Linux's NAME_MAX / PATH_MAX (255 / 4,096 bytes)."""
 
     def convert(text: str) -> str:
         if not text.strip():
             raise argparse.ArgumentTypeError(f"{name} must be a non-empty path, got {text!r}")
+        if max(map(len, text.encode().split(b"/"))) > 255 or len(text.encode()) > 4095:
+            raise argparse.ArgumentTypeError(  # else OSError "File name too long" mid-command
+                f"{name} must be a path of names of at most 255 bytes, 4,095 in all; got "
+                f"{text[:40]!r}... ({len(text.encode())} bytes)"
+            )
         return text
 
     return convert
@@ -86,18 +106,6 @@ def refuse_blank_paths(parser: argparse.ArgumentParser) -> None:
         if action.dest in PATH_DESTS and action.type is None and action.nargs in (None, "?"):
             label = action.option_strings[-1] if action.option_strings else action.metavar
             action.type = nonempty_path(str(label or action.dest))
-
-
-def check_creatable(path: str | Path, name: str) -> None:
-    """Refuse an output path that cannot be created, before any work: the nearest existing
-    ancestor must accept a new folder (``/proc/x`` passes a permission check as root but not
-    this one). Nothing is left behind.
-
-    Raises:
-        RunDirectoryError: the folder cannot be created there.
-    """
-    if not Path(path).exists():
-        check_parent_writable(Path(path), name)  # the one probe, shared with ldp_audit.rundir
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,12 +179,6 @@ def check_workers(workers: int) -> int:
             f"--workers must be <= {4 * cores} (4 x the {cores} CPU cores here), got {workers}"
         )
     return workers
-
-
-def check_report_out(out: str, *, overwrite: bool) -> None:
-    """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
-    check_not_inside_run(out, "--out")
-    check_report_dir(out, overwrite=overwrite)  # a new folder's parent probed
 
 
 def confidence(name: str = "--confidence") -> Callable[[str], float]:

@@ -76,8 +76,6 @@ class ApproximateRandomizedResponse(_Approximate, RandomizedResponse):
         delta: the claim's delta, in (0, 1) (LDP-Auditor's default 1e-5).
     """
 
-    epsilon: float
-    k: int = 2
     delta: float = 1e-5  # type: ignore[assignment]  # a field here, a property elsewhere
     name: ClassVar[str] = "approximate_randomized_response"
 
@@ -104,8 +102,6 @@ class ApproximateSymmetricUnaryEncoding(_Approximate, SymmetricUnaryEncoding):
         delta: the claim's delta, in (0, 1).
     """
 
-    epsilon: float
-    k: int
     delta: float = 1e-5  # type: ignore[assignment]  # a field here, a property elsewhere
     name: ClassVar[str] = "approximate_symmetric_unary_encoding"
 

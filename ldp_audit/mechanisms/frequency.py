@@ -37,7 +37,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.base import Mechanism, check_dim, one_or_n_rows
-from ldp_audit.validation import check_batch
+from ldp_audit.validation import check_batch, check_choice
 
 __all__ = ["FrequencyOracle", "SupportStatistic"]
 
@@ -87,6 +87,14 @@ def one_item(v: Any, k: int, name: str) -> int:
     if a.size != 1:
         raise InvalidParameterError(f"{name} must be one item, got {a.tolist()!r}")
     return int(check_items(a.reshape(1, 1), k, name)[0, 0])
+
+
+def item_pairs(mech: Any, dim: Any, items: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(0, v)`` for the distinct ``items`` v, in order: a frequency oracle's candidate pairs
+    (``dim`` must be 1)."""
+    if check_dim(dim) != 1:
+        raise InvalidParameterError(f"dim must be 1 for {type(mech).__name__}, got {dim!r}")
+    return [(np.array([0.0]), np.array([float(v)])) for v in dict.fromkeys(items)]
 
 
 def one_hot(xi: np.ndarray, k: int) -> np.ndarray:
@@ -206,12 +214,7 @@ class FrequencyOracle(Mechanism):
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Pairs of distinct items (dim must be 1): (0, 1) and (0, k-1)."""
-        if check_dim(dim) != 1:
-            raise InvalidParameterError(f"dim must be 1 for {type(self).__name__}, got {dim!r}")
-        pairs = [(np.array([0.0]), np.array([1.0]))]
-        if self.k > 2:
-            pairs.append((np.array([0.0]), np.array([float(self.k - 1)])))
-        return pairs
+        return item_pairs(self, dim, (1, self.k - 1))
 
     def audit_statistics(self) -> list[SupportStatistic]:
         """The statistics the auditor should try (``audit(..., statistics=...)`` contract):
@@ -233,8 +236,7 @@ class SupportStatistic:
     mode: str = "difference"
 
     def __post_init__(self) -> None:
-        if self.mode not in ("difference", "x"):
-            raise InvalidParameterError(f"mode must be 'difference' or 'x', got {self.mode!r}")
+        check_choice(self.mode, "mode", ("difference", "x"))
 
     @property
     def name(self) -> str:

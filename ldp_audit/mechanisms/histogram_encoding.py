@@ -79,6 +79,7 @@ def _clip01(a: np.ndarray) -> np.ndarray:
     return np.clip(a, 0.0, 1.0)
 
 
+@dataclass(frozen=True)
 class _HistogramEncoding(Mechanism):
     """The histogram-encoding client shared by SHE and THE."""
 
@@ -150,8 +151,6 @@ class SummationHistogramEncoding(_HistogramEncoding):
         k: the domain size (integer in [2, 2^20]).
     """
 
-    epsilon: float
-    k: int
     name: ClassVar[str] = "summation_histogram_encoding"
 
     def estimate(self, reports: Any, domain: Any = None) -> np.ndarray:
@@ -177,8 +176,6 @@ class ThresholdHistogramEncoding(_HistogramEncoding, FrequencyOracle):
             :func:`optimal_threshold` (in (1/2, 1)).
     """
 
-    epsilon: float
-    k: int
     threshold: float | None = None
     name: ClassVar[str] = "threshold_histogram_encoding"
 

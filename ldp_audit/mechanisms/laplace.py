@@ -103,12 +103,6 @@ class Laplace(Mechanism):
 
         return LaplaceEvent(self.epsilon)
 
-    @staticmethod
-    def kernels() -> LaplaceKernels:
-        """The compiled row kernels of this mechanism (:func:`laplace_kernels`), for engines
-        that randomise inside their own compiled loop (the fused PGC-A3C engine)."""
-        return laplace_kernels()
-
 
 @dataclass(frozen=True)
 class DiscreteLaplace(Mechanism):
@@ -156,10 +150,6 @@ class DiscreteLaplace(Mechanism):
         """K = ceil(C / gamma) + d: the L1 sensitivity of the rounded rows in grid units."""
         d = check_dim(dim)
         return int(math.ceil(self.clip / self.grid_step(d) - 1e-12)) + d
-
-    def noise_ratio(self, dim: int) -> float:
-        """q = exp(-epsilon / K): P(Z = z) = (1 - q)/(1 + q) q^|z|."""
-        return math.exp(-self.epsilon / self.grid_sensitivity(dim))
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
         """Eq. 19: clip each row to L1 norm C/2."""

@@ -50,6 +50,7 @@ from ldp_audit.mechanisms.frequency import (
     check_items,
     check_report_int,
     grr_reply,
+    item_pairs,
     one_item,
     pair_items,
 )
@@ -172,10 +173,8 @@ class MemoisedRappor(_Longitudinal):
         rng = check_rng(rng)
         n, k, t = xi.shape[0], self.k, self.reports
         u = rng.random((n, (1 + t) * k))
-        b = self.one_report._prr(xi, u[:, :k])
-        v = u[:, k:].reshape(n, t, k)
-        s = np.where(b[:, None, :] == 1, v < self.q, v < self.p)
-        return s.reshape(n, t * k).astype(np.int8)
+        b = self.one_report._prr(xi, u[:, :k])[:, None, :]
+        return self.one_report._irr(b, u[:, k:].reshape(n, t, k)).reshape(n, t * k)
 
     def _bits(self, y: Any, name: str) -> np.ndarray:
         return check_bits(y, self.reports * self.k, name).reshape(-1, self.reports, self.k)
@@ -254,13 +253,6 @@ class DBitFlipPM(_Longitudinal):
         v = np.asarray(items, dtype=np.int64)
         return (v * self.b) // self.k
 
-    def _draw_buckets(self, n: int, u: np.ndarray) -> np.ndarray:
-        return np.sort(np.argpartition(u, self.d - 1, axis=1)[:, : self.d], axis=1)
-
-    def _bits(self, own: np.ndarray, u: np.ndarray) -> np.ndarray:
-        p = self.bit_probability
-        return np.where(own, u < p, u < 1.0 - p).astype(np.int64)
-
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """(n, d + reports * d) int64: sampled buckets, then the memoised bits per report.
 
@@ -269,8 +261,9 @@ class DBitFlipPM(_Longitudinal):
         rng = check_rng(rng)
         n, d = xi.shape[0], self.d
         u = rng.random((n, self.b + d))
-        js = self._draw_buckets(n, u[:, : self.b])
-        bits = self._bits(js == self.bucket(xi), u[:, self.b :])
+        js = np.sort(np.argpartition(u[:, : self.b], d - 1, axis=1)[:, :d], axis=1)
+        p, v = self.bit_probability, u[:, self.b :]
+        bits = np.where(js == self.bucket(xi), v < p, v < 1.0 - p).astype(np.int64)
         return np.hstack([js, np.tile(bits, (1, self.reports))])
 
     def _split(self, y: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -306,13 +299,8 @@ class DBitFlipPM(_Longitudinal):
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """(0, first item of bucket 1) and (0, k-1): items in different buckets."""
-        if check_int(dim, "dim", minimum=1) != 1:
-            raise InvalidParameterError(f"dim must be 1 for DBitFlipPM, got {dim!r}")
-        first = -(-self.k // self.b)  # ceil(k / b): the smallest v with floor(v b / k) = 1
-        pairs = [(np.array([0.0]), np.array([float(first)]))]
-        if first != self.k - 1:
-            pairs.append((np.array([0.0]), np.array([float(self.k - 1)])))
-        return pairs
+        # ceil(k / b): the smallest v with floor(v b / k) = 1
+        return item_pairs(self, dim, (-(-self.k // self.b), self.k - 1))
 
 
 @dataclass(frozen=True)

@@ -151,8 +151,6 @@ class BinaryLocalHashing(OptimalLocalHashing):
         k: the domain size (integer in [2, 2^53]).
     """
 
-    epsilon: float
-    k: int
     g: int | None = 2
     name: ClassVar[str] = "binary_local_hashing"
 

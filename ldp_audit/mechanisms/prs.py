@@ -354,9 +354,3 @@ class ProjectedRandomSign(Mechanism):
             (c * e0 / SQRT3, -c * e0 / SQRT3),  # projections exactly +-C or 0
             (np.zeros(d), 1e6 * c * e0),
         ]
-
-    @staticmethod
-    def kernels() -> PrsKernels:
-        """The compiled kernels of this mechanism (:func:`prs_kernels`), for engines that
-        randomise inside their own compiled loop (the fused PGC-A3C engine)."""
-        return prs_kernels()

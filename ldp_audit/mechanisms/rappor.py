@@ -49,9 +49,10 @@ def rappor_f_for_epsilon(epsilon: float) -> float:
     return 2.0 / (1.0 + math.exp(eps / 2.0))
 
 
+@dataclass(frozen=True)
 class _RapporBase(FrequencyOracle):
     k: int
-    f: float
+    f: float = 0.5
 
     def _validate_k_f(self) -> None:
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
@@ -110,8 +111,6 @@ class BasicRappor(_RapporBase):
         q: P(S_i = 1 | B'_i = 1), in [0, 1], q > p (default 0.75).
     """
 
-    k: int
-    f: float = 0.5
     p: float = 0.5
     q: float = 0.75
     name: ClassVar[str] = "basic_rappor"
@@ -136,8 +135,10 @@ class BasicRappor(_RapporBase):
     def instantaneous_response(self, b_prime: Any, rng: np.random.Generator) -> np.ndarray:
         """S (n, k) int8 from memoised permanent responses B' (n, k): k uniforms per row."""
         b = check_bits(b_prime, self.k, "b_prime")
-        rng = check_rng(rng)
-        u = rng.random(b.shape)
+        return self._irr(b, check_rng(rng).random(b.shape))
+
+    def _irr(self, b: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The IRR of permanent bits ``b`` from uniforms ``u`` (broadcast together): int8."""
         return np.where(b == 1, u < self.q, u < self.p).astype(np.int8)
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
@@ -149,9 +150,7 @@ class BasicRappor(_RapporBase):
         xi = check_items(x, self.k)
         rng = check_rng(rng)
         u = rng.random((xi.shape[0], 2 * self.k))
-        b = self._prr(xi, u[:, : self.k])
-        v = u[:, self.k :]
-        return np.where(b == 1, v < self.q, v < self.p).astype(np.int8)
+        return self._irr(self._prr(xi, u[:, : self.k]), u[:, self.k :])
 
 
 @dataclass(frozen=True)
@@ -165,8 +164,6 @@ class OneTimeRappor(_RapporBase):
         f: the PRR's randomisation probability, in (0, 1).
     """
 
-    k: int
-    f: float = 0.5
     name: ClassVar[str] = "one_time_rappor"
 
     def __post_init__(self) -> None:

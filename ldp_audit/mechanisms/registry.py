@@ -3,62 +3,30 @@ sequential-composition helper."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle
-from ldp_audit.mechanisms.approximate import (
-    ApproximateRandomizedResponse,
-    ApproximateSymmetricUnaryEncoding,
-)
 from ldp_audit.mechanisms.base import Mechanism
-from ldp_audit.mechanisms.bit_flip import BitFlip
-from ldp_audit.mechanisms.gaussian import Gaussian
-from ldp_audit.mechanisms.hadamard import HadamardResponse
-from ldp_audit.mechanisms.histogram_encoding import (
-    SummationHistogramEncoding,
-    ThresholdHistogramEncoding,
-)
-from ldp_audit.mechanisms.laplace import DiscreteLaplace, Laplace
-from ldp_audit.mechanisms.longitudinal import DBitFlipPM, Loloha, MemoisedRappor
-from ldp_audit.mechanisms.no_privacy import NoPrivacy
-from ldp_audit.mechanisms.olh import BinaryLocalHashing, OptimalLocalHashing
-from ldp_audit.mechanisms.prs import ProjectedRandomSign
-from ldp_audit.mechanisms.randomized_response import RandomizedResponse
-from ldp_audit.mechanisms.rappor import BasicRappor, OneTimeRappor
-from ldp_audit.mechanisms.subset_selection import SubsetSelection
-from ldp_audit.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
 from ldp_audit.validation import check_epsilon, check_int
 
-#: name -> class for every built-in mechanism (the ``"name"`` of ``to_config``).
-MECHANISMS: dict[str, type[Mechanism]] = {
-    cls.name: cls
-    for cls in (
-        Laplace,
-        DiscreteLaplace,
-        ProjectedRandomSign,
-        BitFlip,
-        RandomizedResponse,
-        Gaussian,
-        NoPrivacy,
-        SymmetricUnaryEncoding,
-        OptimizedUnaryEncoding,
-        OptimalLocalHashing,
-        HadamardResponse,
-        BasicRappor,
-        OneTimeRappor,
-        SubsetSelection,
-        ThresholdHistogramEncoding,
-        SummationHistogramEncoding,
-        BinaryLocalHashing,
-        AdaptiveFrequencyOracle,
-        ApproximateRandomizedResponse,
-        ApproximateSymmetricUnaryEncoding,
-        MemoisedRappor,
-        DBitFlipPM,
-        Loloha,
-    )
-}
+for _module in pkgutil.iter_modules([str(Path(__file__).parent)]):  # every built-in family
+    importlib.import_module(f"{__package__}.{_module.name}")
+
+
+def _built_in(cls: type) -> Iterator[type[Mechanism]]:
+    """The subclasses of ``cls`` in this package that name themselves (``name``), recursively."""
+    for sub in cls.__subclasses__():
+        if sub.__module__.startswith(f"{__package__}.") and "name" in vars(sub):
+            yield sub
+        yield from _built_in(sub)
+
+
+#: every built-in mechanism by its ``to_config()`` name
+MECHANISMS: dict[str, type[Mechanism]] = {cls.name: cls for cls in _built_in(Mechanism)}
 
 
 def from_config(config: dict[str, Any]) -> Mechanism:

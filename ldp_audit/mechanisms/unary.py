@@ -31,6 +31,7 @@ __all__ = ["SymmetricUnaryEncoding", "OptimizedUnaryEncoding"]
 MAX_UNARY_K = 1 << 20
 
 
+@dataclass(frozen=True)
 class _UnaryEncoding(FrequencyOracle):
     """Shared maths of the unary encodings; a subclass defines :attr:`bit_probabilities`."""
 
@@ -71,8 +72,6 @@ class SymmetricUnaryEncoding(_UnaryEncoding):
         k: the domain size (integer in [2, 2^20]).
     """
 
-    epsilon: float
-    k: int
     name: ClassVar[str] = "symmetric_unary_encoding"
 
     @property
@@ -91,8 +90,6 @@ class OptimizedUnaryEncoding(_UnaryEncoding):
         k: the domain size (integer in [2, 2^20]).
     """
 
-    epsilon: float
-    k: int
     name: ClassVar[str] = "optimized_unary_encoding"
 
     @property

@@ -251,7 +251,6 @@ class CanaryAudit:
         self._claim = claim
         self._ghost = claim["ghost_clipping"]
         self._params = params
-        self._shapes = [tuple(p.shape) for p in params]
         self._idx = torch.as_tensor(idx)
         self._bufs: list[Any] = [None] * len(params)
         self._weight = torch.as_tensor(weight)
@@ -400,10 +399,9 @@ class CanaryAudit:
             if (
                 buf is None
                 or buf.shape[0] < n + k
-                or buf.dtype != g.dtype
-                or buf.device != g.device
+                or (buf.dtype, buf.device) != (g.dtype, g.device)
             ):
-                buf = torch.empty((int((n + k) * 1.5) + 1, *self._shapes[i]), dtype=g.dtype,
+                buf = torch.empty((int((n + k) * 1.5) + 1, *p.shape), dtype=g.dtype,
                                   device=g.device)  # fmt: skip
                 self._bufs[i] = buf
             new = buf[: n + k]
@@ -418,28 +416,23 @@ class CanaryAudit:
                 tail.scatter_(1, local.index_select(0, joined), v.index_select(0, joined))
             p.grad_sample = new
 
-    def _joined_rows(self, joined: Any, sel: Any) -> list[Any]:
-        """Per tensor, the joining canaries' gradients ``(k, *shape)`` (``sel``: the Poisson
-        mask over the included canaries, None when all joined)."""
-        import torch
-
-        if self._dense is not None:
-            if sel is None:
-                return list(self._dense)
-            sel = sel.to(self._dense[0].device)  # drawn on the CPU generator
-            return [r[sel] for r in self._dense]
-        dense = torch.zeros((int(joined.numel()), self._claim["n_params"]), dtype=torch.float32)
-        dense.scatter_(1, self._idx[joined], self._weight[joined] * self._scale)
-        return dense_rows(dense, self._params)
-
     def _add_rows(self, joined: Any, sel: Any) -> None:
-        """Dense frame, ghost clipping or blocks across tensors: the joining canaries' rows, as
+        """Dense frame, ghost clipping or blocks across tensors: the joining canaries' rows
+        (``sel``: the Poisson mask over the included canaries, None when all joined), as
         per-sample gradients (appended to ``p.grad_sample``, clipped by the optimizer's own
         code) or, under ghost clipping, clipped with Opacus's factor ``min(1, C / (norm +
         1e-6))`` and added to the clipped sum ``p.grad`` before the noise."""
         import torch
 
-        rows = self._joined_rows(joined, sel)
+        if self._dense is None:  # per tensor, the joining canaries' gradients (k, *shape)
+            dense = torch.zeros((int(joined.numel()), self._claim["n_params"]), dtype=torch.float32)
+            dense.scatter_(1, self._idx[joined], self._weight[joined] * self._scale)
+            rows = dense_rows(dense, self._params)
+        elif sel is None:
+            rows = list(self._dense)
+        else:
+            sel = sel.to(self._dense[0].device)  # drawn on the CPU generator
+            rows = [r[sel] for r in self._dense]
         if not self._ghost:
             for p, r in zip(self._params, rows, strict=True):
                 g = p.grad_sample  # a list: accumulated physical batches
@@ -580,6 +573,7 @@ class CanaryAudit:
             "clip": c["max_grad_norm"],
             "sample_rate": c["sample_rate"],
             "expected_batch_size": c["expected_batch_size"],
+            "delta": self.delta,
         }
 
     def finish(self, *, audit: bool = True, model: Any = None, score_fn: Any = None,

@@ -82,8 +82,9 @@ class Evidence:
     not_sampled: str | None = None
 
 
-def _config_and_metrics(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """config.json's ``config`` and metrics.json of an ``opacus`` run (refuses other runs)."""
+def _config_and_metrics(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """config.json's ``config``, metrics.json and the ``RunDir`` of an ``opacus`` run (refuses
+    other runs)."""
     from ldp_audit.rundir import RunDir
 
     rd = RunDir(run_dir)
@@ -92,16 +93,14 @@ def _config_and_metrics(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise RunDirectoryError(
             f"run_dir {str(run_dir)!r} is a {doc.get('algorithm')!r} run, not an {ALGORITHM!r} run"
         )
-    return doc["config"], rd.metrics()
+    return doc["config"], rd.metrics(), rd
 
 
 def read_evidence(run_dir: Any) -> Evidence:
     """An ``opacus`` run's :class:`Evidence` (refuses other algorithms' runs)."""
-    from ldp_audit.rundir import RunDir
-
     run_dir = Path(run_dir)
-    cfg, metrics = _config_and_metrics(run_dir)
-    model = RunDir(run_dir).arrays("model.npz", "params", "initial")
+    cfg, metrics, rd = _config_and_metrics(run_dir)
+    model = rd.arrays("model.npz", "params", "initial")
     idx, weight = canary_blocks(cfg["claim"]["tensor_sizes"], int(cfg["canaries"]),
                                 int(cfg["canary_seed"]))  # fmt: skip
     delta_theta = np.asarray(model["params"]) - np.asarray(model["initial"])
@@ -109,7 +108,7 @@ def read_evidence(run_dir: Any) -> Evidence:
         run_dir=run_dir,
         config=cfg,
         metrics=metrics,
-        transcript=RunDir(run_dir).arrays("transcript.npz", *TRANSCRIPT_ARRAYS),
+        transcript=rd.arrays("transcript.npz", *TRANSCRIPT_ARRAYS),
         black_box=-(delta_theta[idx] * weight).sum(axis=1),
     )
 
@@ -489,7 +488,7 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> dict[str,
     from ldp_audit.report.plugin import section
 
     run_dir = Path(run_dir)
-    cfg, met = _config_and_metrics(run_dir)
+    cfg, met, _ = _config_and_metrics(run_dir)
     priv = met.get("privacy", {})
     claim = cfg["claim"]
     rows = [[k, v if isinstance(v, str) else str(v) if isinstance(v, list) else _fmt(v)]

@@ -114,6 +114,7 @@ def train_digits(
     """The worked example as a system trainer: an MLP on scikit-learn's digits (no download),
     trained by Opacus (Poisson sampling) with :class:`CanaryAudit` attached; the run is written
     to ``run_dir`` and audited later (``attack membership --run-dir``)."""
+    import contextlib
     import tempfile
 
     import torch
@@ -140,11 +141,9 @@ def train_digits(
         )
     ex = {**EXAMPLE_DEFAULTS, **(cfg.example or {})}
     t0 = time.perf_counter()
-    tmp = None
-    if run_dir is None:
-        tmp = tempfile.TemporaryDirectory()
-        run_dir = Path(tmp.name) / "run"
-    try:
+    with contextlib.ExitStack() as stack:  # no run_dir: the run in a temporary folder
+        tmp = None if run_dir is not None else stack.enter_context(tempfile.TemporaryDirectory())
+        run_dir = run_dir if tmp is None else Path(tmp) / "run"
         x, y = load_digits(return_X_y=True)
         data = TensorDataset(torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y))
         gen = torch.Generator().manual_seed(int(seed))
@@ -176,20 +175,16 @@ def train_digits(
         with torch.no_grad():
             acc = float((model(data.tensors[0]).argmax(1) == data.tensors[1]).float().mean())
         met = RunDir(run_dir).metrics()
-        metrics = {"updates": met["updates"], "train_accuracy": acc}
         return TrainResult(
             system=ALGORITHM,
             config=cfg,
             seed=int(seed),
             seconds=time.perf_counter() - t0,
             privacy=met["privacy"],
-            metrics=metrics,
+            metrics={"updates": met["updates"], "train_accuracy": acc},
             run_dir=None if tmp is not None else Path(run_dir),
             native=met,
         )
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
 
 
 def transcript_schema(cfg: Any) -> Any:

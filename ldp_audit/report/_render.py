@@ -135,6 +135,8 @@ _NOT_RUN = {
     "writes RUN/audit.json), then `ldp-audit report RUN` again to verify the claim.",
     "attacks": "Not run: no attack_*.json in this run directory or the extra inputs. Run "
     "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
+    "attacks_one_run": "Not run: no attack other than the one-run audit (under Audits). Run "
+    "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
     "audits_isolated": "The mechanism was not audited in isolation (no audit.json): the one-run "
     "audit in the table above is this run's audit.",
 }
@@ -328,7 +330,7 @@ def _body(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> list[str]:
             "claim.</p>"
         )
     else:
-        d.p(_NOT_RUN["attacks"], ' class="notrun"')
+        d.p(_NOT_RUN["attacks_one_run" if one_run else "attacks"], ' class="notrun"')
     for sec in m.get("sections") or []:
         d.h2(f"section-{sec['id']}", sec["title"])
         if sec.get("error"):

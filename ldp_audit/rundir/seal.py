@@ -38,10 +38,10 @@ from typing import Any
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.limits import check_regular_file
 from ldp_audit.rundir.files import canonical_json, manifest_bytes, sha256_file, write_json_file
-from ldp_audit.rundir.paths import ANALYSES_INDEX, ARTIFACT_PATTERN
+from ldp_audit.rundir.paths import ANALYSES_INDEX as INDEX
+from ldp_audit.rundir.paths import ARTIFACT_PATTERN
 
 __all__ = [
-    "INDEX",
     "REPORT_FILES",
     "check_analyses",
     "check_document_seal",
@@ -51,8 +51,6 @@ __all__ = [
     "seal_manifest",
 ]
 
-#: the run's index of sealed analysis files
-INDEX = ANALYSES_INDEX
 #: the report's own files, sealed when ``report`` writes them into ``RUN_DIR/report``
 REPORT_FILES = ("report/report.json", "report/report.md", "report/index.html")
 _FORMAT = "ldp-audit analyses v1"

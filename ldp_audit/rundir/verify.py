@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hmac
-import re
 from pathlib import Path
 from typing import Any
 
@@ -375,12 +374,10 @@ def _check_anchor(
     if same and anchor.get("rows") == got.get("rows"):
         return
     head = anchor.get("chain_head")
-    extends = isinstance(head, str) and re.fullmatch(r"[0-9a-f]{64}", head) is not None
-    if extends:
-        try:
-            led.verify(expect_head=head)
-        except Exception:  # noqa: BLE001 - any failure means: does not pass through the head
-            extends = False
+    try:  # a str head (not None: verify() would then check no head)
+        extends = isinstance(head, str) and led.verify(expect_head=head)["extends"] is True
+    except Exception:  # noqa: BLE001 - any failure means: does not pass through the head
+        extends = False
     if extends:
         problems.append(
             f"{lp} holds {got.get('rows')} charges, manifest.json records "

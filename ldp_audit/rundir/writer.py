@@ -60,16 +60,6 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _ledger_anchor(path: Path) -> dict[str, Any] | None:
-    """The ledger's id, row count, chain head, key id and schema (None: the run has none)."""
-    if not path.exists():
-        return None
-    from ldp_audit.accountant.ledger import Ledger
-
-    with Ledger(str(path), create=False, readonly=True) as led:
-        return led.anchor()
-
-
 class RunWriter:
     """Write one run directory under the evidence contract (see the module docstring).
 
@@ -238,6 +228,8 @@ class RunWriter:
         ``config.json`` with the status. After this the run is read-only for the writer; the
         ledger :meth:`open_ledger` gave stays open for reads, its empty
         ``ledger.sqlite-journal`` removed (:meth:`Ledger.settle`)."""
+        from ldp_audit.accountant.ledger import Ledger
+
         check_choice(status, "status", ("complete", "interrupted", "failed"))
         if self._finished:
             raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
@@ -262,7 +254,10 @@ class RunWriter:
         replay = None if led is None else led.replay_status()
         if led is not None:  # the run is finished: no empty journal stays beside its ledger
             led.settle()
-        man["ledger"] = _ledger_anchor(self.ledger_path)
+        man["ledger"] = None  # the ledger's id, row count, chain head, key id and schema
+        if self.ledger_path.exists():
+            with Ledger(str(self.ledger_path), create=False, readonly=True) as fresh:
+                man["ledger"] = fresh.anchor()
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
 

@@ -16,18 +16,16 @@ from ldp_audit.config import bounds, config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.reproduction import check_fields
-from ldp_audit.validation import check_int
 
 __all__ = [
     "ALGOS",
     "DQN_PRESET_NAMES",
     "ReproduceSettings",
-    "check_audit_canaries",
     "MAX_SCALE",
     "PER_SAMPLE",
     "PRIVACIES",
     "DprlConfig",
-    "check_canaries",
+    "zero_or_pair",
 ]
 
 
@@ -35,12 +33,16 @@ __all__ = [
 MAX_SCALE = 1e6
 
 
-def check_canaries(v: Any) -> int:
-    """``canaries``: an integer, 0 (none) or >= 2 (the one-run audit needs a pair)."""
-    check_int(v, "canaries", minimum=0)
-    if v == 1:
-        raise InvalidParameterError("canaries must be 0 or >= 2, got 1")
-    return int(v)
+def zero_or_pair(name: str) -> Any:
+    """The check of a canary count ``name``: an integer, 0 (none) or >= 2 (the one-run audit
+    needs a pair)."""
+
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v == 1:
+            raise InvalidParameterError(f"{name} must be 0 or an integer >= 2, got {v!r}")
+        return v
+
+    return check
 
 
 def read_state_box(opt: str) -> Any:
@@ -107,7 +109,7 @@ class DprlConfig:
     budget_epsilon: float | None = field(default=None, metadata=bounds(minimum=0.0, open_min=True))
     """Central DP-SGD budget at ``delta`` (RDP; none: no budget): training stops cleanly
     before the next update would exceed it (checked by the ledger)."""
-    canaries: int = field(default=0, metadata=bounds(minimum=0, check=check_canaries))
+    canaries: int = field(default=0, metadata=bounds(minimum=0, check=zero_or_pair("canaries")))
     """Gradient canaries planted for the one-run audit (DP-SGD only; 0 = none, else >= 2, at
     most the number of model parameters)."""
     canary_scale: float = field(default=10.0, metadata=bounds(minimum=1.0))
@@ -316,13 +318,6 @@ class DprlConfig:
 DQN_PRESET_NAMES = ("solves", "legacy")
 
 
-def check_audit_canaries(a: Any) -> int:
-    """``audit_canaries``: 0 (no audit table) or an integer >= 2."""
-    if isinstance(a, bool) or not isinstance(a, int) or a < 0 or a == 1:
-        raise InvalidParameterError(f"audit_canaries must be 0 or an integer >= 2, got {a!r}")
-    return a
-
-
 _NOISE = bounds(minimum=0.0, maximum=MAX_SCALE)
 
 
@@ -357,7 +352,8 @@ class ReproduceSettings:
     )
     """The delta at which epsilons are reported."""
     audit_canaries: int = field(
-        default=800, metadata=bounds(minimum=0, check=check_audit_canaries, cli_default=500)
+        default=800,
+        metadata=bounds(minimum=0, check=zero_or_pair("audit_canaries"), cli_default=500),
     )
     """Canaries of the one-run audit table (0: skip it; 1 is refused; REINFORCE uses at most
     898, its parameter count)."""

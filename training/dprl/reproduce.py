@@ -36,7 +36,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.dprl.config import ReproduceSettings
 from ldp_audit.training.dprl.reproduce_report import figures, pages
-from ldp_audit.training.dprl.reproduce_runs import audit_table, boxed_epsilon, grid, levels, run_one
+from ldp_audit.training.dprl.reproduce_runs import audit_table, boxed_epsilon, grid, run_one
 from ldp_audit.training.reproduction import provenance, write_report
 
 __all__ = ["reproduce"]
@@ -115,44 +115,40 @@ def reproduce(
     runs = [{**made[ident(spec)], "family": spec["family"]} for spec in specs]
     audits = audit_table(settings, progress, where, cache)
     table = []
-    for algo in ("reinforce", "dqn"):
-        for fam in ("dpsgd", "obs-noise"):
-            for sigma, clip_only in levels(settings, fam):
-                rs = [r for r in runs if r["algo"] == algo and r["family"] == fam
-                      and r["sigma"] == sigma
-                      and bool(r.get("clip_only")) == clip_only]  # fmt: skip
-                last = np.array([np.mean(r["returns"][-50:]) for r in rs])
-                ev = np.array([np.mean(r["eval_returns"]) for r in rs if r.get("eval_returns")])
-                conv = np.array([r["convergence_episode"] for r in rs])
-                lens = [int(max(r["returns"])) + 1 for r in rs if r["returns"]]
-                row = {
-                    "algo": algo,
-                    "family": fam,
-                    "sigma": sigma,
-                    "clip_only": clip_only,
-                    "seeds": len(rs),
-                    "eval_mean": float(ev.mean()) if ev.size else None,
-                    "eval_ci95": _boot(ev, rng) if ev.size else None,
-                    "eval_solved": int((ev >= 475.0).sum()),
-                    "eval_per_seed": [float(x) for x in ev],
-                    "epsilon_by_method": dict((rs[0].get("privacy") or {}).get("by_method", {})),
-                    "epsilon_method": (rs[0].get("privacy") or {}).get("method"),
-                    "cpu_seconds": float(np.sum([r.get("cpu_seconds", 0.0) for r in rs])),
-                    "final_return_mean": float(last.mean()),
-                    "final_return_ci95": _boot(last, rng),
-                    "solved": int(np.isfinite(conv).sum()),
-                    "convergence_median": float(np.median(conv)),
-                    "convergence_ci95": _boot(conv, rng),
-                    "epsilon": float(np.max([r["epsilon"] for r in rs])),
-                    "updates": int(np.max([r["updates"] for r in rs])),
-                    "seconds": float(np.sum([r["seconds"] for r in rs])),
-                }
-                if fam == "obs-noise" and sigma:
-                    row["boxed_epsilon_per_episode"] = boxed_epsilon(
-                        sigma, settings.delta, max(lens)
-                    )
-                    row["boxed_observations"] = max(lens)
-                table.append(row)
+    rows_of: dict[tuple, list[dict[str, Any]]] = {}  # the grid's settings, in its order
+    for r in runs:
+        rows_of.setdefault((r["algo"], r["family"], r["sigma"], r["clip_only"]), []).append(r)
+    for (algo, fam, sigma, clip_only), rs in rows_of.items():
+        last = np.array([np.mean(r["returns"][-50:]) for r in rs])
+        ev = np.array([np.mean(r["eval_returns"]) for r in rs if r.get("eval_returns")])
+        conv = np.array([r["convergence_episode"] for r in rs])
+        lens = [int(max(r["returns"])) + 1 for r in rs if r["returns"]]
+        row = {
+            "algo": algo,
+            "family": fam,
+            "sigma": sigma,
+            "clip_only": clip_only,
+            "seeds": len(rs),
+            "eval_mean": float(ev.mean()) if ev.size else None,
+            "eval_ci95": _boot(ev, rng) if ev.size else None,
+            "eval_solved": int((ev >= 475.0).sum()),
+            "eval_per_seed": [float(x) for x in ev],
+            "epsilon_by_method": dict((rs[0].get("privacy") or {}).get("by_method", {})),
+            "epsilon_method": (rs[0].get("privacy") or {}).get("method"),
+            "cpu_seconds": float(np.sum([r.get("cpu_seconds", 0.0) for r in rs])),
+            "final_return_mean": float(last.mean()),
+            "final_return_ci95": _boot(last, rng),
+            "solved": int(np.isfinite(conv).sum()),
+            "convergence_median": float(np.median(conv)),
+            "convergence_ci95": _boot(conv, rng),
+            "epsilon": float(np.max([r["epsilon"] for r in rs])),
+            "updates": int(np.max([r["updates"] for r in rs])),
+            "seconds": float(np.sum([r["seconds"] for r in rs])),
+        }
+        if fam == "obs-noise" and sigma:
+            row["boxed_epsilon_per_episode"] = boxed_epsilon(sigma, settings.delta, max(lens))
+            row["boxed_observations"] = max(lens)
+        table.append(row)
     figs = figures(out, runs, settings)
     wall = time.perf_counter() - t0
     results = {

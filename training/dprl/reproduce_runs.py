@@ -33,7 +33,6 @@ __all__ = [
     "audit_train",
     "boxed_epsilon",
     "broken_hooks",
-    "describe_case",
     "grid",
     "levels",
     "one_thread",
@@ -253,11 +252,6 @@ def audit_cases(s: ReproduceSettings) -> list[dict[str, Any]]:
     return cases
 
 
-def describe_case(case: dict[str, Any]) -> str:
-    """An audit case in words (named when its task fails)."""
-    return f"audit run {case['trainer']!r}, seed {case['seed']}"
-
-
 def audit_one(case: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
     """Train one audit run (in a temporary folder) and audit it white- and black-box (95 %)."""
     return cached(cache_path(cache, "audit", case), lambda: audit_train(case, s))
@@ -308,6 +302,6 @@ def audit_table(
         functools.partial(audit_one, s=s, cache=cache),
         audit_cases(s),
         progress="dprl audit table" if progress else None,
-        describe=describe_case,
+        describe=lambda case: f"audit run {case['trainer']!r}, seed {case['seed']}",
         **(where or {}),
     )

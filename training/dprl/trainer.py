@@ -118,7 +118,7 @@ def greedy_evaluate(cfg: DprlConfig, params: Any, *, seed: int, episodes: int) -
 # ------------------------------------------------------------------------------------------------
 
 
-def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None = None) -> dict:
+def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult) -> dict:
     """The run's guarantee from the ledger, with the privacy unit and a sentence in words."""
     from ldp_audit.accountant import compose
 
@@ -132,39 +132,29 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
         # at sigma <= 0.1 it is 10-60x tighter than RDP for well under a second; docs/dprl.md)
         det = accountant.spent_detail("model", delta=cfg.delta, method="best")
         by: dict[str, Any] = {m: float(v) for m, v in det.by_method.items()}
-        for m, why in det.skipped.items():
-            by[m] = f"unavailable: {why}"
+        by.update({m: f"unavailable: {why}" for m, why in det.skipped.items()})
         eps = float(det.epsilon)
+        ledger = ", ".join(
+            f"{k} {fmt_epsilon(v) if isinstance(v, float) else v}" for k, v in by.items()
+        ) or ("nothing charged" if eps == 0 else "noise multiplier 0: epsilon inf")
         out.update(
             epsilon=eps,
             by_method=by,
             unit=unit,
-            updates=result.updates if result is not None else None,
+            updates=result.updates,
             sample_rate=cfg.sample_rate,
             noise_multiplier=float(cfg.noise_multiplier),
             clip=float(cfg.clip),
             method=det.method,
-            words=(
-                f"central DP-SGD, privacy unit = one {unit}: ({fmt_epsilon(eps)}, "
-                f"{cfg.delta:g})-DP over "
-                f"{result.updates if result is not None else '?'} updates (ledger: "
-                + (
-                    ", ".join(
-                        f"{k} {fmt_epsilon(v) if isinstance(v, float) else v}"
-                        for k, v in by.items()
-                    )
-                    or ("nothing charged" if eps == 0 else "noise multiplier 0: epsilon inf")
-                )
-                + ")"
-            ),
+            words=f"central DP-SGD, privacy unit = one {unit}: ({fmt_epsilon(eps)}, "
+            f"{cfg.delta:g})-DP over {result.updates} updates (ledger: {ledger})",
         )
         return out
     mech = cfg.obs_mechanism()
     per_obs = mech.epsilon
-    ep_len = int(max(result.returns)) + 1 if result is not None and result.returns else 501
-    if math.isinf(per_obs):
-        ep_eps = math.inf
-    else:
+    ep_len = int(max(result.returns)) + 1 if result.returns else 501
+    ep_eps = math.inf
+    if math.isfinite(per_obs):
         ep_eps, _ = compose([(mech.event(), ep_len)], delta=cfg.delta, method="rdp")
     out.update(
         epsilon=ep_eps,

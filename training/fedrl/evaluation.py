@@ -12,7 +12,6 @@ from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.exchange import Exchange
 from ldp_audit.training.fedrl.gridworld import N_ACTIONS, MapSet, VectorGridWorld
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
-from ldp_audit.training.fedrl.networks import import_torch
 
 
 def eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
@@ -35,10 +34,12 @@ def joint_q(method: str, nets: dict, ex: Any, obs: tuple, tensor: Any, kind: int
         return nets["qf"](tensor(obs[0]), tensor(obs[1]))
     ca = ex.send("alpha", nets["qa"](tensor(obs[0])), obs[0], kind, **send)
     cb = ex.send("beta", nets["qb"](tensor(obs[1])), obs[1], kind, **send)
-    return nets["g"](import_torch().cat([ca, cb], dim=-1))
+    import torch
+
+    return nets["g"](torch.cat([ca, cb], dim=-1))
 
 
-def _evaluate(
+def eval_runs(
     cfg: FedRLConfig,
     maps: MapSet,
     test: np.ndarray,
@@ -56,7 +57,8 @@ def _evaluate(
 
     ``explore`` > 0: epsilon-greedy instead (random joint action with probability ``explore``,
     drawn from ``rng``)."""
-    torch = import_torch()
+    import torch
+
     nt = len(test)
     env = VectorGridWorld(
         maps, np.tile(test, kk), hist_len=cfg.hist_len, meeting_rule=cfg.meeting_rule

@@ -15,7 +15,6 @@ from ldp_audit.release import release_with, reserve
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.gridworld import BETA_VIEW, N_ACTIONS
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
-from ldp_audit.training.fedrl.networks import import_torch
 
 
 @dataclass
@@ -85,6 +84,18 @@ class Exchange:
             charges += [(b, ev_b), (b, ev_b), (a, ev_b), (y, ev_y)] * updates
         self.acc.add(charges)  # durable, one transaction
 
+    def _release(self, mech: OutputMechanism, raw: np.ndarray, rng: Any, agent: str, n: int) -> Any:
+        """Charge every run's ``<trial>/<agent>`` for its ``n`` rows (from the reservation),
+        then randomise the (K n, d) rows ``raw`` with ``mech`` and ``rng``, sealed."""
+        ev = mech.exchange_event(n)
+        return release_with(
+            lambda: mech.privatize(raw, rng),
+            accountant=self.acc,
+            charges=[(f"{t}/{agent}", ev) for t in self.trials],
+            epsilon=mech.epsilon,
+            delta=mech.delta if mech.private else 0.0,
+        )
+
     def send(
         self,
         sender: str,
@@ -98,20 +109,13 @@ class Exchange:
     ) -> Any:
         """Release ``sender``'s Q outputs ``q`` (torch, (K, n, 16)); returns a tensor whose value
         is the released one and whose gradient flows through the (clipped) output."""
-        torch = import_torch()
+        import torch
+
         mech = self.mech if mech is None else mech
         qc = q if mech.bound is None else torch.clamp(q, -mech.bound, mech.bound)
         k, n = q.shape[0], q.shape[1]
         raw = q.detach().reshape(k * n, -1).cpu().numpy().astype(np.float64)
-        rng = self.rngs[sender]
-        ev = mech.exchange_event(n)
-        rel = release_with(
-            lambda: mech.privatize(raw, rng),
-            accountant=self.acc,
-            charges=[(f"{t}/{sender}{suffix}", ev) for t in self.trials],
-            epsilon=mech.epsilon,
-            delta=mech.delta if mech.private else 0.0,
-        )
+        rel = self._release(mech, raw, self.rngs[sender], f"{sender}{suffix}", n)
         if self.log.record:
             rows = k * n
             self.log.q.append(
@@ -132,13 +136,7 @@ class Exchange:
     def send_y(self, y: np.ndarray, reward: np.ndarray, bump: np.ndarray) -> np.ndarray:
         """Release alpha's targets ``y`` (K, n); returns the released (K, n) values."""
         k, n = y.shape
-        rel = release_with(
-            lambda: self.ymech.privatize(y.reshape(-1, 1), self.rngs["alpha"]),
-            accountant=self.acc,
-            charges=[(f"{t}/alpha:Y", self.ymech.exchange_event(n)) for t in self.trials],
-            epsilon=self.ymech.epsilon,
-            delta=self.ymech.delta if self.ymech.private else 0.0,
-        )
+        rel = self._release(self.ymech, y.reshape(-1, 1), self.rngs["alpha"], "alpha:Y", n)
         if self.log.record:
             self.log.y.append(
                 rel,

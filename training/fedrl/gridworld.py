@@ -51,7 +51,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int, check_real_in
+from ldp_audit.validation import check_choice, check_int, check_real_in
 
 __all__ = [
     "T_MAX",
@@ -65,7 +65,6 @@ __all__ = [
     "VectorGridWorld",
     "step_reward",
     "MEETING_RULES",
-    "check_meeting_rule",
     "agent_distance",
 ]
 
@@ -99,21 +98,12 @@ def check_size(size: Any, t_max: Any = None) -> tuple[int, int]:
     return int(size), int(t_max if t_max is not None else T_MAX[size])
 
 
-def check_meeting_rule(rule: Any) -> str:
-    """The meeting rule must be one of :data:`MEETING_RULES` (a string, not coerced)."""
-    if not isinstance(rule, str) or rule not in MEETING_RULES:
-        raise InvalidParameterError(
-            f"meeting_rule must be one of {', '.join(MEETING_RULES)}, got {rule!r}"
-        )
-    return rule
-
-
 def agent_distance(pos_a: Any, pos_b: Any, rule: str = "manhattan") -> np.ndarray:
     """Distance between alpha at ``pos_a`` and beta at ``pos_b`` ((..., 2) row, col) under
     ``rule``: ``|dx| + |dy|`` (``"manhattan"``) or ``|dx + dy|`` (``"public-code"``, the
     authors' ``abs(sum(b_xy - a_xy))``). The two differ exactly where dx and dy have opposite
     signs (both non-zero)."""
-    rule = check_meeting_rule(rule)
+    rule = check_choice(rule, "meeting_rule", MEETING_RULES)
     diff = np.asarray(pos_a) - np.asarray(pos_b)
     if rule == "manhattan":
         return np.abs(diff).sum(axis=-1)
@@ -293,7 +283,7 @@ class VectorGridWorld:
     ) -> None:
         self.maps = maps
         self.hist_len = check_int(hist_len, "hist_len", minimum=1)
-        self.meeting_rule = check_meeting_rule(meeting_rule)
+        self.meeting_rule = check_choice(meeting_rule, "meeting_rule", MEETING_RULES)
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size == 0 or idx.min() < 0 or idx.max() >= len(maps):
             raise InvalidParameterError(f"indices must be map indices in [0, {len(maps)})")

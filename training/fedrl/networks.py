@@ -19,15 +19,10 @@ from ldp_audit.training.fedrl.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
 # ----------------------------------------------------------------------------------------------
 
 
-def import_torch() -> Any:
-    import torch
-
-    return torch
-
-
 def _init_params(module: Any, gen: Any) -> None:
     """Re-initialise ``module`` from an explicit ``torch.Generator`` (no global seeding)."""
-    torch = import_torch()
+    import torch
+
     for m in module.modules():
         if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)):
             torch.nn.init.kaiming_uniform_(m.weight, a=math.sqrt(5), generator=gen)
@@ -37,7 +32,8 @@ def _init_params(module: Any, gen: Any) -> None:
 
 
 def local_q(view: int, hist: int) -> Any:
-    nn = import_torch().nn
+    from torch import nn
+
     return nn.Sequential(
         nn.Conv2d(hist, 32, 3, padding=1),
         nn.ReLU(),
@@ -48,16 +44,20 @@ def local_q(view: int, hist: int) -> Any:
     )
 
 
-def _mlp() -> Any:
-    nn = import_torch().nn
+def mlp() -> Any:
+    from torch import nn
+
     return nn.Sequential(
         nn.Linear(2 * N_ACTIONS, 2 * N_ACTIONS), nn.ReLU(), nn.Linear(2 * N_ACTIONS, N_ACTIONS)
     )
 
 
 @functools.cache  # one class per process (torch.func.stack_module_state needs the same class)
-def _full_q_class() -> Any:
-    torch = import_torch()
+def full_q_class() -> Any:
+    """DQN-full's network (``full_q_class()(hist)``): one conv branch per observation,
+    concatenated, 256 hidden, 16 out."""
+    import torch
+
     nn = torch.nn
 
     class FullQ(nn.Module):
@@ -77,11 +77,6 @@ def _full_q_class() -> Any:
     return FullQ
 
 
-def _full_q(hist: int) -> Any:
-    """DQN-full's network: one conv branch per observation, concatenated, 256 hidden, 16 out."""
-    return _full_q_class()(hist)
-
-
 # ----------------------------------------------------------------------------------------------
 # K networks at once (batched matmuls)
 # ----------------------------------------------------------------------------------------------
@@ -99,7 +94,9 @@ def _im2col_index(c: int, v: int, device: str = "cpu") -> Any:
         np.arange(c), np.arange(v), np.arange(v), np.arange(3), np.arange(3), indexing="ij"
     )
     flat = ci * p * p + (pi + di) * p + (pj + dj)  # (c, v, v, 3, 3)
-    return import_torch().as_tensor(flat.transpose(1, 2, 0, 3, 4).reshape(-1))
+    import torch
+
+    return torch.as_tensor(flat.transpose(1, 2, 0, 3, 4).reshape(-1))
 
 
 def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
@@ -111,7 +108,8 @@ def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
     gather, then a matmul), without the grouped convolution that ``vmap`` over K weights
     turns into.
     """
-    torch = import_torch()
+    import torch
+
     k, bsz, c, v = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     xp = torch.nn.functional.pad(x.reshape(k * bsz, c, v, v), (1, 1, 1, 1))
     cols = xp.reshape(k * bsz, -1).index_select(1, _im2col_index(c, v, str(x.device)))
@@ -123,7 +121,8 @@ def _pos_major(w: Any, views: Sequence[int], inverse: bool = False, ch: int = 32
     """Reorder the input columns of a dense weight (K, out, sum(ch*v*v)) between torch's
     channel-major flatten of each conv output (``nn.Flatten`` of (ch, v, v)) and the
     position-major order :func:`_conv3x3_relu` produces (``inverse``: back to torch's order)."""
-    torch = import_torch()
+    import torch
+
     k, o = w.shape[0], w.shape[1]
     parts, start = [], 0
     for v in views:
@@ -137,20 +136,24 @@ def _pos_major(w: Any, views: Sequence[int], inverse: bool = False, ch: int = 32
 def _dense(x: Any, w: Any, b: Any) -> Any:
     """K dense layers at once: ``x`` (K, B, in), ``w`` (K, in, out) (transposed ``Linear``
     weight, see :class:`Stacked`), ``b`` (K, out)."""
-    return import_torch().baddbmm(b[:, None, :], x, w)
+    import torch
+
+    return torch.baddbmm(b[:, None, :], x, w)
 
 
 def fwd_local_q(p: dict, x: Any) -> Any:
     """The stacked local Q-networks (:func:`local_q`) on ``x`` (K, B, H, v, v)."""
-    torch = import_torch()
+    import torch
+
     h = _conv3x3_relu(x, p["0.weight"], p["0.bias"])
     h = torch.relu(_dense(h, p["3.weight"], p["3.bias"]))
     return _dense(h, p["5.weight"], p["5.bias"])
 
 
 def fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
-    """The stacked DQN-full networks (:func:`_full_q`) on both windows."""
-    torch = import_torch()
+    """The stacked DQN-full networks (:func:`full_q_class`) on both windows."""
+    import torch
+
     ha = _conv3x3_relu(sa, p["ca.0.weight"], p["ca.0.bias"])
     hb = _conv3x3_relu(sb, p["cb.0.weight"], p["cb.0.bias"])
     h = torch.relu(_dense(torch.cat([ha, hb], dim=2), p["head.0.weight"], p["head.0.bias"]))
@@ -158,8 +161,10 @@ def fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
 
 
 def fwd_mlp(p: dict, x: Any) -> Any:
-    """The stacked shared MLPs (:func:`_mlp`) on ``x`` (K, B, 32)."""
-    h = import_torch().relu(_dense(x, p["0.weight"], p["0.bias"]))
+    """The stacked shared MLPs (:func:`mlp`) on ``x`` (K, B, 32)."""
+    import torch
+
+    h = torch.relu(_dense(x, p["0.weight"], p["0.bias"]))
     return _dense(h, p["2.weight"], p["2.bias"])
 
 
@@ -206,7 +211,8 @@ class Stacked:
         view: int | None = None,
         device: Any = None,
     ) -> None:
-        torch = import_torch()
+        import torch
+
         self.device = torch.device("cpu" if device is None else device)
         mods = [make() for _ in gens]
         for m, g in zip(mods, gens, strict=True):

@@ -17,7 +17,6 @@ from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
 from ldp_audit.training.fedrl.exchange import Log
 from ldp_audit.training.fedrl.gridworld import MapSet, generate_maps
 from ldp_audit.training.fedrl.metrics import table_metrics
-from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.fedrl.trainer import train_runs
 from ldp_audit.validation import check_int
 
@@ -91,7 +90,8 @@ def run_fedrl(
         total = sum(len(g) for _, g in groups) * cfg.train_steps
         bar = tqdm(total=total, desc="fedrl", unit="it")
     results = []
-    torch = import_torch()
+    import torch
+
     old_threads = torch.get_num_threads()
     try:
         if threads is not None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.evaluation import _evaluate, brief, eps_greedy, joint_q
+from ldp_audit.training.fedrl.evaluation import brief, eps_greedy, eval_runs, joint_q
 from ldp_audit.training.fedrl.exchange import (
     KIND_ACT,
     KIND_BATCH,
@@ -29,13 +29,12 @@ from ldp_audit.training.fedrl.gridworld import (
 )
 from ldp_audit.training.fedrl.networks import (
     Stacked,
-    _full_q,
-    _mlp,
+    full_q_class,
     fwd_full_q,
     fwd_local_q,
     fwd_mlp,
-    import_torch,
     local_q,
+    mlp,
 )
 
 # ----------------------------------------------------------------------------------------------
@@ -92,7 +91,8 @@ def train_runs(
     * ``explore`` (eps, ...): after training, epsilon-greedy episodes on the test maps
       (FedRL: the noise-free outputs, FedRL-2's protocol), beside Table 1's greedy ones.
     """
-    torch = import_torch()
+    import torch
+
     kk = len(trials)
     spawned = [s.spawn(6) for s in seed_seqs]
     gens = [torch.Generator().manual_seed(int(sp[5].generate_state(1)[0])) for sp in spawned]
@@ -104,16 +104,15 @@ def train_runs(
     from ldp_audit.training.device import resolve_device
 
     dev = torch.device(resolve_device(cfg.device))
-    if method == "dqn-alpha":
-        nets = {"qa": Stacked(lambda: local_q(ALPHA_VIEW, h), gens, fwd_local_q, ALPHA_VIEW, dev)}
-    elif method == "dqn-full":
-        nets = {"qf": Stacked(lambda: _full_q(h), gens, fwd_full_q, device=dev)}
-    else:
-        nets = {
-            "qa": Stacked(lambda: local_q(ALPHA_VIEW, h), gens, fwd_local_q, ALPHA_VIEW, dev),
-            "qb": Stacked(lambda: local_q(BETA_VIEW, h), gens, fwd_local_q, BETA_VIEW, dev),
-            "g": Stacked(_mlp, gens, fwd_mlp, device=dev),
-        }
+    # each network: (module factory, stacked forward, view); the method's, initialised in order
+    parts = {
+        "qa": (lambda: local_q(ALPHA_VIEW, h), fwd_local_q, ALPHA_VIEW),
+        "qb": (lambda: local_q(BETA_VIEW, h), fwd_local_q, BETA_VIEW),
+        "qf": (lambda: full_q_class()(h), fwd_full_q, None),
+        "g": (mlp, fwd_mlp, None),
+    }
+    names = {"dqn-alpha": ("qa",), "dqn-full": ("qf",)}.get(method, ("qa", "qb", "g"))
+    nets = {n: Stacked(parts[n][0], gens, parts[n][1], parts[n][2], dev) for n in names}
     opt = torch.optim.Adam(
         [p for m in nets.values() for p in m.params.values()], lr=cfg.lr, fused=True
     )
@@ -146,7 +145,7 @@ def train_runs(
 
     def evaluate(test: np.ndarray, modes: Any, eps: float = 0.0) -> dict[str, Any]:
         return {
-            lab: _evaluate(cfg, maps, test, nets, method, e, kk, kind, mech, sfx, eps, rng_explore)
+            lab: eval_runs(cfg, maps, test, nets, method, e, kk, kind, mech, sfx, eps, rng_explore)
             for lab, e, kind, mech, sfx in modes
         }
 
@@ -278,7 +277,7 @@ def _update(
     ex: Exchange | None,
 ) -> float:
     """One minibatch step of every run (eqs. 4-7 for FedRL); returns the summed loss."""
-    torch = import_torch()
+    import torch
 
     def g(name: str) -> np.ndarray:
         return np.stack([getattr(rep, name)[jj] for rep, jj in zip(reps, j, strict=True)])

@@ -68,7 +68,7 @@ from ldp_audit.training.flower.protocol import (
     mechanism_from,
     unflatten,
 )
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_choice, check_int
 
 __all__ = ["ClientSettings", "release_reply", "sealed_content", "LdpReleaseMod"]
 
@@ -124,9 +124,7 @@ class ClientSettings:
                 raise InvalidParameterError(f"the run config must give {key!r}")
         mech = mechanism_from(merged["ldp-mechanism"], "run config")
         budget = budget_from(merged["ldp-budget"], "run config")
-        rel = merged.get("ldp-release", "update")
-        if rel not in RELEASES:
-            raise InvalidParameterError(f"'ldp-release' must be one of {RELEASES}, got {rel!r}")
+        rel = check_choice(merged.get("ldp-release", "update"), "'ldp-release'", RELEASES)
         agent = nc.get("agent-id", nc.get("partition-id"))
         agent = check_int(agent, "node config 'partition-id' (or 'agent-id')", minimum=0)
         where = "node config 'ledger-dir' or run config 'ldp-ledger-dir'"

@@ -50,7 +50,7 @@ import numpy as np
 
 from ldp_audit.accountant import Accountant, Budget, Ledger
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
-from ldp_audit.rundir import RunDir, RunWriter, check_new_dir, json_number
+from ldp_audit.rundir import RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import (
     agent_rng,
@@ -74,7 +74,6 @@ __all__ = [
     "make_client_app",
     "make_server_app",
     "run_simulation",
-    "summary",
     "write_app_project",
 ]
 
@@ -315,24 +314,12 @@ class Eq22Aggregator:
             self.version += 1
 
 
-def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
-    """(report (d,), score, submission) of a sealed reply, or InvalidParameterError."""
-    if reply.has_error():
-        raise InvalidParameterError(f"client error: {reply.error.reason}")
-    content, mech = reply.content, cfg.make_mechanism().to_config()
-    y = sealed_report(content, "report", "release", mech, cfg.epsilon_per_submission, d)
-    res = content["result"]
-    return y, float(res["score"]), int(res["submission"])
-
-
 _IDS = ("trial", "agent", "worker", "round", "submission", "theta_index")
 
 
 def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     """The ServerApp's main: broadcast, receive, aggregate, record."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
-
-    from ldp_audit.accountant.events import event_for
 
     rc = {**dict(context.run_config), **settings}
     for key in ("pgc-config", "run-dir"):
@@ -362,13 +349,13 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
         extra={"engine": f"flower {require_flwr().__version__}", "protocol": "synchronous rounds"},
     )
     acc = Accountant(ledger=w.open_ledger())
-    event = event_for(mech)
+    event = mech.event()  # what one report charges (the clients' ledgers charge the same)
     t0 = time.perf_counter()
     agg = Eq22Aggregator(init_theta(agent_rng(seed, 0, 0)), cfg.eta, cfg.effective_buffer_size)
     d, cfg_json = agg.theta.size, json.dumps(cfg.to_dict())
-    ids: list[tuple[int, ...]] = []  # one row per accepted report, the _IDS columns
-    reports: list[np.ndarray] = []
-    scores: list[float] = []
+    declared, eps = mech.to_config(), cfg.epsilon_per_submission  # what a reply must carry
+    # one row per accepted report: (the _IDS columns, the report, its score)
+    accepted: list[tuple[tuple[int, ...], np.ndarray, float]] = []
     thetas: list[np.ndarray] = []
     agent_of_node: dict[int, int] = {}
     rejected: list[dict[str, Any]] = []
@@ -392,7 +379,11 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                 try:
                     if rep is None:
                         raise InvalidParameterError("no reply within the timeout")
-                    y, score, sub = _check_reply(rep, cfg, d)
+                    if rep.has_error():
+                        raise InvalidParameterError(f"client error: {rep.error.reason}")
+                    y = sealed_report(rep.content, "report", "release", declared, eps, d)
+                    res = rep.content["result"]
+                    score, sub = float(res["score"]), int(res["submission"])
                     if sub != n:
                         raise InvalidParameterError(f"reply for submission {sub}, expected {n}")
                     agent = int(rep.content["release"]["agent"])
@@ -405,16 +396,15 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                     rejected.append({"round": r, "node": int(node), "reason": str(exc)})
                     continue
                 ok.append((f"0/{agent}", event))
-                ids.append((0, agent, k, r, n, r))
-                reports.append(y)
-                scores.append(score)
+                accepted.append(((0, agent, k, r, n, r), y, score))
                 agg.receive(y)  # eq. 22, in node order
             if ok:  # the server's record of the charges its clients declared
                 acc.charge_many(ok)
         # a run in which no report was accepted released nothing usable: say so in its status
-        status = "complete" if ids or not rejected else "failed"
+        status = "complete" if accepted or not rejected else "failed"
     finally:
-        n_rows = len(ids)
+        n_rows = len(accepted)
+        ids, reports, scores = zip(*accepted, strict=True) if accepted else ((), (), ())
         id_cols = np.asarray(ids, dtype=np.int64).reshape(n_rows, len(_IDS)).T
         transcript = dict(zip(_IDS, id_cols, strict=True))
         transcript["report"] = np.asarray(reports, dtype=np.float64).reshape(n_rows, d)
@@ -590,30 +580,6 @@ def run_simulation(
     return run_dir
 
 
-def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
-    """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics):
-    what the simulation's own output (Flower's log) does not say."""
-
-    run = RunDir(run_dir)
-    run_dir, man, m = run.path, run.manifest() or {}, run.metrics()
-    priv = m.get("privacy", {})
-    n = int(sum(m.get("submissions", [0])))
-    agents = int(m.get("agents", priv.get("agents", 0)))
-    lines = [
-        f"Flower run {run_dir} ({man.get('status', 'status not recorded')}): {agents} "
-        f"{'agent' if agents == 1 else 'agents'} submitted {n} "
-        f"{'report' if n == 1 else 'reports'} over {m.get('rounds', '?')} rounds; "
-        f"{len(m.get('rejected', []))} replies refused.",
-        f"Privacy: epsilon {priv.get('epsilon_per_submission')} per report, "
-        f"{priv.get('epsilon_total')} per agent; the most any agent spent (server's ledger): "
-        f"{priv.get('max_spent_epsilon')}.",
-    ]
-    if ledger_dir is not None:
-        lines.append(f"Each agent's own ledger: {ledger_dir}/agent-<id>.sqlite.")
-    lines.append(f"Next: ldp-audit attack dynamics --run-dir {run_dir}; ldp-audit report {run_dir}")
-    return "\n".join(lines)
-
-
 # ==============================================================================================
 # Command line
 # ==============================================================================================
@@ -667,6 +633,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LdpAuditError as exc:
         print(f"flower.pgc_app: error: {exc}", file=sys.stderr)
         return 2
+    from ldp_audit.training.flower.server import summary
+
     print(summary(run, a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"))
     return 0
 

@@ -29,7 +29,6 @@ __all__ = [
     "RELEASES",
     "require_flwr",
     "agent_rng",
-    "check_release",
     "sealed_report",
     "flatten",
     "unflatten",
@@ -63,9 +62,15 @@ def agent_rng(seed: int | None, *key: int) -> np.random.Generator:
     )
 
 
-def check_release(rel: Any, mechanism: Mapping[str, Any], epsilon: float) -> None:
-    """A reply's release record (a ConfigRecord) against the protocol: sealed, the declared
-    mechanism's config and epsilon (to 1e-12); InvalidParameterError saying what differs."""
+def sealed_report(
+    content: Any, report: str, release: str, mechanism: Mapping[str, Any], epsilon: float, d: int
+) -> np.ndarray:
+    """The noisy report (``d`` finite float64 values, ArrayRecord ``report``) of a reply whose
+    release record (ConfigRecord ``release``) is sealed, of the declared mechanism's config and
+    epsilon (to 1e-12), or InvalidParameterError saying what differs."""
+    if report not in content.array_records or release not in content.config_records:
+        raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
+    rel = content[release]
     if rel.get("sealed") is not True:
         raise InvalidParameterError("reply's release is not sealed")
     if json.loads(str(rel["mechanism"])) != mechanism:
@@ -75,17 +80,6 @@ def check_release(rel: Any, mechanism: Mapping[str, Any], epsilon: float) -> Non
     eps = float(rel["epsilon"])
     if not (eps == epsilon or math.isclose(eps, epsilon, rel_tol=1e-12)):
         raise InvalidParameterError(f"reply's epsilon {eps!r} differs from {epsilon!r}")
-
-
-def sealed_report(
-    content: Any, report: str, release: str, mechanism: Mapping[str, Any], epsilon: float, d: int
-) -> np.ndarray:
-    """The noisy report (``d`` finite float64 values, ArrayRecord ``report``) of a reply whose
-    release record (ConfigRecord ``release``) passes :func:`check_release`, or
-    InvalidParameterError saying why not."""
-    if report not in content.array_records or release not in content.config_records:
-        raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
-    check_release(content[release], mechanism, epsilon)
     y = np.asarray(content[report].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)
     if y.shape != (d,) or not np.all(np.isfinite(y)):
         raise InvalidParameterError(

@@ -34,7 +34,7 @@ from ldp_audit.training.flower.protocol import (
     server_settings,
     unflatten,
 )
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_choice, check_int
 
 __all__ = ["FlowerRecorder", "ldp_strategy_class", "ldp_server_main", "summary"]
 
@@ -313,10 +313,8 @@ def ldp_server_main(
     for key, v in (("num-server-rounds", rounds), ("min-nodes", min_nodes)):
         check_int(v, f"run config {key!r}", minimum=1)
     seed, timeout, overwrite = server_settings(rc)
-    if rc.get("ldp-release", "update") not in RELEASES:  # every client would refuse every round
-        raise InvalidParameterError(
-            f"run config 'ldp-release' must be one of {RELEASES}, got {rc['ldp-release']!r}"
-        )
+    # a release every client would refuse, every round
+    check_choice(rc.get("ldp-release", "update"), "run config 'ldp-release'", RELEASES)
     if strategy is None:
         strategy = FedAvg(
             fraction_evaluate=0.0, min_train_nodes=min_nodes, min_available_nodes=min_nodes
@@ -351,21 +349,31 @@ def ldp_server_main(
 
 
 def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
-    """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics)."""
+    """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics):
+    an own-loop run of any app, or a run of the PGC-A3C app (:mod:`.pgc_app`, its agents)."""
 
     rd = RunDir(run_dir)
     run_dir, man, m, cfg = rd.path, rd.manifest() or {}, rd.metrics(), rd.config
     priv = m.get("privacy", {})
-    n, k = int(m.get("submissions", 0)), int(m.get("agents", 0))
+    n, k = int(np.sum(m.get("submissions", 0))), int(m.get("agents", priv.get("agents", 0)))
+    pgc = cfg.get("algorithm") == "pgc-a3c"
+    who, verb, of, record = (
+        ("agent", "submitted", "", "ledger")
+        if pgc
+        else ("client", "released", f" of {cfg.get('system', '?')!r}", "record")
+    )
+    per = f", {priv.get('epsilon_total')} per agent" if pgc else ""
+    eps = priv.get("epsilon_per_submission" if pgc else "epsilon_per_report")
+    nxt = [f"ldp-audit report {run_dir}", f"ldp-audit audit --run-dir {run_dir}"]
     lines = [
-        f"Flower run {run_dir} ({man.get('status', 'status not recorded')}) of "
-        f"{cfg.get('system', '?')!r}: {k} {'client' if k == 1 else 'clients'} released {n} "
-        f"{'report' if n == 1 else 'reports'} over {m.get('rounds', '?')} rounds; "
-        f"{len(m.get('rejected', []))} replies refused.",
-        f"Privacy: epsilon {priv.get('epsilon_per_report')} per report; the most any client "
-        f"spent (server's record): {priv.get('max_spent_epsilon')}.",
+        f"Flower run {run_dir} ({man.get('status', 'status not recorded')}){of}: {k} "
+        f"{who if k == 1 else who + 's'} {verb} {n} {'report' if n == 1 else 'reports'} over "
+        f"{m.get('rounds', '?')} rounds; {len(m.get('rejected', []))} replies refused.",
+        f"Privacy: epsilon {eps} per report{per}; the most any {who} spent (server's {record}): "
+        f"{priv.get('max_spent_epsilon')}.",
     ]
     if ledger_dir is not None:
-        lines.append(f"Each client's own ledger: {ledger_dir}/client-<id>.sqlite.")
-    lines.append(f"Next: ldp-audit report {run_dir}; ldp-audit audit --run-dir {run_dir}")
+        lines.append(f"Each {who}'s own ledger: {ledger_dir}/{who}-<id>.sqlite.")
+    nxt = [f"ldp-audit attack dynamics --run-dir {run_dir}", nxt[0]] if pgc else nxt
+    lines.append(f"Next: {'; '.join(nxt)}")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging, Transcript, release_with, require_sealed
 from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
-from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows, layer_views
+from ldp_audit.training.frd.nets import Nets, adam_step_rows, layer_views
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
 from ldp_audit.validation import check_int, check_rng
 
@@ -273,7 +273,6 @@ class _Engine:
         self.agent_group, self.agent_slot = np.array(ai, dtype=np.int64).T
         self.A = A = len(ai)
         self.acfg = self.group_cfg[self.agent_group]  # each agent's config index
-        c0 = cfgs[0]
         self.grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]
         # each agent's private value, uniform over its config's declared candidates (gravity by
         # default); the other CartPole constants are the config's shared ones
@@ -289,17 +288,18 @@ class _Engine:
         self.secret = secret
         self.gravity = phys["gravity"]
         self.varied = any(c.private_param != "gravity" for c in cfgs)
-        self.nets = Nets(c0.hidden, c0.layers, A, rng)
+        self.nets = Nets(cfgs[0].hidden, cfgs[0].layers, A, rng)
         per = lambda name, dtype=np.float64: np.array(  # noqa: E731
             [getattr(cfgs[c], name) for c in self.acfg], dtype=dtype
         )
         self.gamma, self.fail = per("gamma"), per("fail_reward")
         self.lr_actor, self.lr_critic = per("actor_lr"), per("critic_lr")
-        self.opt = _Adam(self.nets.flat)
+        # per-agent Adam state: moments and a step count per row (an idle row's stay as they are)
+        self.m, self.v = torch.zeros_like(self.nets.flat), torch.zeros_like(self.nets.flat)
+        self.t = torch.zeros((A, 1), dtype=torch.float64)
         # numpy views of the torch buffers (shared memory) for the compiled per-step kernels
         self.np_flat = self.nets.flat.numpy()
-        self.np_m, self.np_v = self.opt.m.numpy(), self.opt.v.numpy()
-        self.np_t = self.opt.t.numpy().reshape(-1)
+        self.np_m, self.np_v, self.np_t = self.m.numpy(), self.v.numpy(), self.t.numpy().reshape(-1)
         # per-agent proxy grid (vectorised cell ids for every config at once): a component that
         # is not cut has multiplier 0
         self.g_low, self.g_high, self.g_S = per("state_low"), per("state_high"), per("sections")
@@ -338,11 +338,6 @@ class _Engine:
         self.members = [np.flatnonzero(self.agent_group == G) for G in range(len(gi))]
 
     # -------------------------------------------------------------------------------------------
-    def _exchange_due(self, a: int) -> bool:
-        c = self.cfgs[self.acfg[a]]
-        e = int(self.ep[a])
-        return e > c.initial_episodes and (e - c.initial_episodes) % c.exchange_period == 0
-
     def _flush(self) -> None:
         """Fold the step buffer into each agent's sparse local memory."""
         if not self.buf:
@@ -369,20 +364,8 @@ class _Engine:
             self.env._reset_rows_unchecked(rows, st, self.gravity[rows])
             self.ep_len[rows] = 0
 
-    # -------------------------------------------------------------------------------------------
-    def _cells(self, rows: np.ndarray, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Cell ids of ``obs[rows]`` on each row's own grid (all configs at once) and whether a
-        cut component was outside its declared range (clipped, counted)."""
-        from ldp_audit.training.frd.kernels import cells_rows
-
-        cells = np.empty(rows.size, dtype=np.int64)
-        clipped = np.empty(rows.size, dtype=bool)
-        cells_rows(rows, obs, self.g_low, self.g_high, self.g_width, self.g_S, self.g_mult,
-                   self.g_cut, cells, clipped)  # fmt: skip
-        return cells, clipped
-
     def run(self) -> list[FrdResult]:
-        from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows
+        from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows, cells_rows
 
         t0 = time.perf_counter()
         A = self.A
@@ -402,8 +385,10 @@ class _Engine:
             act_rows(self.np_flat, rows, obs, u, H, L, pi_left, act)
             # proxy memory: cells visited by collecting FRD agents and their policy there
             coll = rows[self.is_frd[rows] & (self.ep[rows] >= self.init_eps[rows])]
-            if coll.size:
-                cells, clipped = self._cells(coll, obs)
+            if coll.size:  # cell ids on each row's own grid; clipped: a cut component was out
+                cells, clipped = np.empty(coll.size, np.int64), np.empty(coll.size, bool)
+                cells_rows(coll, obs, self.g_low, self.g_high, self.g_width, self.g_S, self.g_mult,
+                           self.g_cut, cells, clipped)  # fmt: skip
                 if clipped.any():
                     self.clipped += np.bincount(self.acfg[coll[clipped]], minlength=len(self.cfgs))
                 self.buf.append((coll, cells, pi_left[coll]))
@@ -454,7 +439,7 @@ class _Engine:
             c = self.cfgs[self.acfg[a]]
             if self.ep[a] >= self.max_ep[a] or (c.stop_at_mission and self.ep[a] >= self.best[G]):
                 self.status[a] = self.STOP
-            elif self._exchange_due(a):
+            elif (e := int(self.ep[a]) - c.initial_episodes) > 0 and e % c.exchange_period == 0:
                 self.status[a] = self.WAIT
             else:
                 self.status[a] = self.RUN
@@ -560,7 +545,7 @@ class _Engine:
         n = states.shape[0]
         perms = [self.rng.permutation(n) for _ in range(c.distil_epochs)]
         dev = self.device
-        buffers = (self.nets.flat, self.opt.m, self.opt.v, self.opt.t)
+        buffers = (self.nets.flat, self.m, self.v, self.t)
         flat, m, v, t = (b[idx].to(dev) for b in buffers)
         distil_rows(
             self.nets, flat, m, v, t,
@@ -633,7 +618,6 @@ def distil_rows(nets: Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
     actor's columns. Every tensor must be on ``flat``'s device; nothing is drawn here."""
     import torch
 
-    rows = torch.arange(flat.shape[0], device=flat.device)
     a = flat.shape[0]
     for perm in perms:
         for s in range(0, perm.numel(), batch):
@@ -643,7 +627,7 @@ def distil_rows(nets: Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
             logits, cache = nets.forward("actor", xb, flat=flat)
             p = torch.softmax(logits, dim=2)
             g = torch.cat(Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
-            adam_step_rows(flat, m, v, t, g, rows, nets.actor_size, lr)
+            adam_step_rows(flat, m, v, t, g, nets.actor_size, lr)
 
 
 def batch_device(configs: Sequence[FrdConfig]) -> str:

@@ -24,23 +24,10 @@ import math
 import numba as nb
 import numpy as np
 
-from ldp_audit.training.frd.nets import param_layout
-
-__all__ = ["act_rows", "a2c_update_rows", "actor_size", "cells_rows", "param_size"]
+__all__ = ["act_rows", "a2c_update_rows", "cells_rows"]
 
 _B1, _B2, _EPS = np.float32(0.9), np.float32(0.999), np.float32(1e-8)
 _C1, _C2 = np.float32(1.0 - 0.9), np.float32(1.0 - 0.999)
-
-
-def actor_size(hidden: int, layers: int) -> int:
-    """Parameters of the actor (4 inputs, 2 logits): where the critic starts in the layout."""
-    return param_layout(hidden, layers)["critic"][0][0]
-
-
-def param_size(hidden: int, layers: int) -> int:
-    """Parameters of actor + critic (4 inputs, 1 value)."""
-    off, fan_in, fan_out = param_layout(hidden, layers)["critic"][-1]
-    return off + fan_in * fan_out + fan_out
 
 
 @nb.njit(cache=True, nogil=True)
@@ -229,8 +216,8 @@ def cells_rows(rows, obs, low, high, width, S, mult, cut, cells, clipped):  # no
     ``sum_j clip(floor((s_j - low_j) / width_j), 0, S - 1) * mult_j`` over the cut components
     (``mult_j = 0`` for a component that is not cut); ``clipped[i]`` is True when a cut
     component lies outside ``[low_j, high_j]`` (the state is clipped into the edge cell).
-    Outputs are indexed by position ``i`` in ``rows``. Same arithmetic as
-    :meth:`ldp_audit.training.frd.ProxyGrid.cells` (float64)."""
+    Outputs are indexed by position ``i`` in ``rows``; float64 arithmetic (``tests/
+    test_frd_kernels.py`` checks it against a NumPy reference)."""
     for i in range(rows.shape[0]):
         r = rows[i]
         c = 0

@@ -13,7 +13,7 @@ import numpy as np
 from ldp_audit.training.frd.config import FrdConfig
 
 # ------------------------------------------------------------------------------------------------
-# Batched networks (stacked weights, hand-written backward) and a per-agent Adam
+# Batched networks (stacked weights, hand-written backward) and a per-agent Adam step
 # ------------------------------------------------------------------------------------------------
 
 
@@ -38,15 +38,11 @@ class Nets:
         self.flat = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32))
         self.P = int(self.flat.shape[1])
 
-    def forward(
-        self, name: str, x: Any, rows: Any = None, flat: Any = None
-    ) -> tuple[Any, list[Any]]:
-        """x (A', N, 4) -> (out (A', N, out), cache); ``rows`` picks agents (None: all) of
-        ``flat`` (default: this buffer; the distillation passes its rows' copy on the device)."""
+    def forward(self, name: str, x: Any, flat: Any) -> tuple[Any, list[Any]]:
+        """x (A', N, 4) -> (out (A', N, out), cache) of the A' rows ``flat`` (A', P) (the
+        distillation passes its agents' rows, copied to the device)."""
         import torch
 
-        flat = self.flat if flat is None else flat
-        flat = flat if rows is None else flat[rows]
         ps = layer_views(flat, self.specs[name])
         hs = [x]
         h = x
@@ -72,42 +68,24 @@ class Nets:
         return pieces
 
 
-class _Adam:
-    """Adam state of a flat (A, P) buffer with one step count per agent (rows not stepped keep
-    their moments, so an idle agent's optimiser state is exactly as it left it). The online A2C
-    step is :func:`ldp_audit.training.frd.kernels.a2c_update_rows` (same formula, in place on
-    these buffers); :func:`adam_step_rows` is the distillation's."""
-
-    B1, B2, EPS = 0.9, 0.999, 1e-8
-
-    def __init__(self, flat: Any) -> None:
-        import torch
-
-        self.m = torch.zeros_like(flat)
-        self.v = torch.zeros_like(flat)
-        self.t = torch.zeros((flat.shape[0], 1), dtype=torch.float64)
+#: Adam's beta1, beta2 and eps (the online A2C step's, in :mod:`ldp_audit.training.frd.kernels`,
+#: are the same)
+B1, B2, EPS = 0.9, 0.999, 1e-8
 
 
-def adam_step_rows(
-    flat: Any, m: Any, v: Any, t: Any, grad: Any, rows: Any, cols: int, lr: float
-) -> None:
-    """An Adam step of rows ``rows``, columns ``[0, cols)`` only (the actor, for distillation),
-    on given tensors (one device): parameters ``flat`` (A, P),
-    moments ``m``, ``v`` (A, P) and step counts ``t`` (A, 1) float64, updated in place at rows
-    ``rows`` (an index tensor), columns ``[0, cols)``. The distillation runs it on its agents'
-    rows copied to the device; on the CPU it is the same arithmetic on the same shapes as on
-    the whole buffers, so the bits do not depend on which copy it ran on."""
+def adam_step_rows(flat: Any, m: Any, v: Any, t: Any, grad: Any, cols: int, lr: float) -> None:
+    """An Adam step of every row, columns ``[0, cols)`` only (the actor, for distillation), on
+    given tensors (one device): parameters ``flat`` (A', P), moments ``m``, ``v`` (A', P) and
+    step counts ``t`` (A', 1) float64, updated in place. The distillation runs it on its agents'
+    rows copied to the device; on the CPU it is the same elementwise arithmetic as on those rows
+    of the whole buffers, so the bits do not depend on which copy it ran on."""
     import torch
 
-    b1, b2 = _Adam.B1, _Adam.B2
-    tr = t[rows] + 1.0
-    t[rows] = tr
-    bc = (lr * torch.sqrt(1.0 - b2**tr) / (1.0 - b1**tr)).to(torch.float32)
-    mr = m[rows, :cols].mul_(b1).add_(grad, alpha=1 - b1)
-    vr = v[rows, :cols].mul_(b2).addcmul_(grad, grad, value=1 - b2)
-    m[rows, :cols] = mr
-    v[rows, :cols] = vr
-    flat[rows, :cols] = flat[rows, :cols] - bc * mr / (vr.sqrt() + _Adam.EPS)
+    t += 1.0
+    bc = (lr * torch.sqrt(1.0 - B2**t) / (1.0 - B1**t)).to(torch.float32)
+    mr = m[:, :cols].mul_(B1).add_(grad, alpha=1 - B1)
+    vr = v[:, :cols].mul_(B2).addcmul_(grad, grad, value=1 - B2)
+    flat[:, :cols] -= bc * mr / (vr.sqrt() + EPS)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from ldp_audit.validation import check_batch, check_epsilon, check_int, check_pr
 
 
 class ProxyGrid:
-    """State -> cell id and cell id -> proxy state (midpoint) for a declared grid."""
+    """Cell id -> proxy state (midpoint) of a declared grid (state -> cell id: the engine's
+    compiled :func:`ldp_audit.training.frd.kernels.cells_rows`)."""
 
     def __init__(self, sections: int, dims: Sequence[int], low: Sequence[float],
                  high: Sequence[float]) -> None:  # fmt: skip
@@ -33,15 +34,6 @@ class ProxyGrid:
         self.width = (self.high - self.low) / self.S
         self.n_cells = self.S ** len(self.dims)
         self._mult = self.S ** np.arange(len(self.dims), dtype=np.int64)
-
-    def cells(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(n, 4) states -> ((n,) int64 cell ids, (n,) bool: was any component clipped)."""
-        s = np.asarray(states, dtype=np.float64)
-        out = (s < self.low) | (s > self.high)
-        clipped = out[:, self.dims].any(axis=1)
-        idx = np.floor((s[:, self.dims] - self.low[self.dims]) / self.width[self.dims])
-        idx = np.clip(idx, 0, self.S - 1).astype(np.int64)
-        return idx @ self._mult, clipped
 
     def midpoints(self, cells: np.ndarray) -> np.ndarray:
         """(n,) cell ids -> (n, 4) proxy states (uncut components at the range's middle)."""

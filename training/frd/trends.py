@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_choice
 
 __all__ = ["ALPHA", "TRENDS", "holm", "median_ci", "rank_sum_test", "trend_tests"]
 
@@ -106,8 +107,7 @@ def rank_sum_test(a: Any, b: Any, *, scores: str = "wilcoxon") -> dict[str, Any]
     y = np.asarray([math.inf if v == "inf" else float(v) for v in b], dtype=float)
     if x.size < 1 or y.size < 1 or np.isnan(x).any() or np.isnan(y).any():
         raise InvalidParameterError(f"rank_sum_test needs two non-empty samples, got {a!r}, {b!r}")
-    if scores not in ("wilcoxon", "siegel-tukey"):
-        raise InvalidParameterError(f"scores must be 'wilcoxon' or 'siegel-tukey', got {scores!r}")
+    check_choice(scores, "scores", ("wilcoxon", "siegel-tukey"))
     z = np.concatenate([x, y])
     n, m = z.size, x.size
     if scores == "wilcoxon":

@@ -429,10 +429,10 @@ def readings_markdown(results: dict[str, Any], notes: str | None = None) -> str:
         "## Privacy: the auditor's lower bound on the per-report epsilon",
         "",
         f"`ldp_audit.audit.audit(..., float_bits=False)`, {cfg['audit_samples']:,} samples "
-        f"per input, confidence {cfg['audit_confidence']}: P(bound > true epsilon) <= "
-        f"{1 - cfg['audit_confidence']:.2g} for each line. The Adam reading releases exactly "
-        "the printed reading's reports (the optimizer runs on released reports only), so it "
-        "shares its audit.",
+        f"per input, confidence {cfg['audit_confidence']}: each line's bound exceeds the true "
+        f"epsilon with probability at most {1 - cfg['audit_confidence']:.2g}. The Adam reading "
+        "releases exactly the printed reading's reports (the optimizer runs on released reports "
+        "only), so it shares its audit.",
         "",
         "| clip | readings | eps (paper) | claim checked | true epsilon | audited lower bound "
         "| verdict |",

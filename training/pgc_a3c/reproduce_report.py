@@ -320,7 +320,7 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
         "ends), so staleness patterns differ.",
         "- Weight initialisation, the optimiser beyond eq. 22, how the eq. 15-18 sums are scaled "
         "and where the score of a submission is measured are not specified; we document our "
-        "choices in the repository README (section 'PGC-A3C engine').",
+        "choices in docs/guide/pgc-a3c-engine.md.",
         "- With K = 20, a median FST or a success ratio is noisy: the intervals above are wide, "
         "and so were the paper's (which it does not report).",
     ]
