@@ -331,6 +331,35 @@ def test_an_unsealed_older_report_does_not_block_a_new_one(run: Path, capsys) ->
     assert "report/report.json" in names and verify_run(run).ok
 
 
+@pytest.mark.parametrize("at", ["write_bytes", "write_text"])
+def test_a_report_interrupted_while_writing_leaves_no_half_report(
+    run: Path, capsys, monkeypatch, at: str
+) -> None:
+    """Ctrl-C in `report RUN` while it wrote its files left figures/ (and some pages): a folder
+    that the rerun refused, even with --overwrite ("not a run or report folder"); in `report RUN
+    --overwrite` after the new index.html, a page that did not match its seal: every reader,
+    `report --overwrite` included, then refused the run as edited. Found by interrupting
+    `report` at random times; now the interrupted write removes what it wrote."""
+    real = getattr(Path, at)
+
+    def interrupted(self: Path, *a, **k):
+        if self.name in ("report.md", "ledger.png") or self.suffix == ".png":
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, at, interrupted)
+    assert main(["report", str(run)]) == 130
+    monkeypatch.undo()
+    assert verify_run(run).ok and not any((run / "report").iterdir())
+    assert main(["report", str(run)]) == 1 and verify_run(run).ok  # no --overwrite needed
+    monkeypatch.setattr(Path, at, interrupted)
+    assert main(["report", str(run), "--overwrite"]) == 130
+    monkeypatch.undo()
+    res = verify_run(run)
+    assert res.ok, res.problems
+    assert main(["report", str(run), "--overwrite"]) == 1 and verify_run(run).ok
+
+
 def test_an_extra_analysis_must_be_sealed_for_the_run(tmp_path: Path, capsys) -> None:
     """An attack's --out FILE read by `report RUN FILE` is evidence too: sealed by the toolkit
     for that run (a 'seal' under the ledger key and the run's manifest), else refused."""

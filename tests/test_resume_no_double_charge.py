@@ -113,6 +113,19 @@ def test_resume_writer_replays_and_records_it_in_the_manifest(tmp_path: Path) ->
     doc = json.loads(man.read_text())
     assert doc["resume"] == {"rows": 2, "replayed": 2, "pending": 0}
     assert doc["ledger"]["rows"] == 3 and verify_run(run).ok
+    assert "did not complete" not in verify_run(run).summary()
+
+
+def test_verify_of_an_interrupted_run_says_it_did_not_complete(tmp_path: Path) -> None:
+    # `budget RUN --verify` on a Ctrl-C'd run printed "verified (authenticated): every file
+    # matches manifest.json ..." and nothing about its status: it read as a finished run
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="toy", config={}, seed=0)
+    Accountant(w.open_ledger()).charge("a", LaplaceEvent(1.0))
+    w.finish(status="interrupted")
+    res = verify_run(run)
+    assert res.ok and res.status == "interrupted"
+    assert res.summary().endswith("; run status interrupted: the run did not complete")
 
 
 # ---- real processes, interrupted and resumed ---------------------------------------------------

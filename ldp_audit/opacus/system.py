@@ -166,12 +166,18 @@ def train_digits(
                             confidence=cfg.confidence, canary_scale=cfg.canary_scale,
                             canary_seed=cfg.canary_seed, example=ex)  # fmt: skip
         opt = audit.attach(opt, data_loader=loader)
-        for _ in range(int(ex["epochs"])):
-            for xb, yb in loader:
-                opt.zero_grad()
-                nn.functional.cross_entropy(model(xb), yb).backward()
-                opt.step()
-        audit.finish(audit=False)
+        try:
+            for _ in range(int(ex["epochs"])):
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    nn.functional.cross_entropy(model(xb), yb).backward()
+                    opt.step()
+            audit.finish(audit=False)
+        except BaseException:  # Ctrl-C, SIGTERM: like every trainer's, the run (once charged)
+            if audit._writer is not None:  # is marked interrupted, every charge kept
+                with contextlib.suppress(Exception):  # finished already: the signal matters more
+                    audit._writer.finish(status="interrupted")
+            raise
         with torch.no_grad():
             acc = float((model(data.tensors[0]).argmax(1) == data.tensors[1]).float().mean())
         met = RunDir(run_dir).metrics()

@@ -89,24 +89,33 @@ class Report:
         out = check_report_out(out_dir, overwrite=overwrite)
         if overwrite and out.exists() and any(out.iterdir()):
             shutil.rmtree(out)
+        from ldp_audit.rundir import is_run_dir
+        from ldp_audit.rundir.seal import REPORT_FILES, seal_analyses
+
         figs = out / "figures"
-        figs.mkdir(parents=True, exist_ok=True)
-        for name, png in self.figures.items():
-            (figs / f"{name}.png").write_bytes(png)
         pages = {
             "html": ("index.html", self.to_html()),
             "markdown": ("report.md", self.to_markdown("figures")),
             "json": ("report.json", self.to_json() + "\n"),
         }
         paths = {k: out / name for k, (name, _) in pages.items()}
-        for k, (_, text) in pages.items():
-            paths[k].write_text(text, encoding="utf-8")
+        try:
+            figs.mkdir(parents=True, exist_ok=True)
+            for name, png in self.figures.items():
+                (figs / f"{name}.png").write_bytes(png)
+            for k, (_, text) in pages.items():
+                paths[k].write_text(text, encoding="utf-8")
+            if out.name == "report" and is_run_dir(out.parent):  # the run's own report folder:
+                seal_analyses(out.parent, REPORT_FILES)  # sealed like every analysis of the run
+        except BaseException:
+            # Ctrl-C, SIGTERM, a full disk: no half report is left behind (figures without a
+            # page are no report that --overwrite may replace; a page its seal does not match
+            # makes every reader refuse the run); a sealed page removed is only a note
+            shutil.rmtree(figs, ignore_errors=True)
+            for f in paths.values():
+                f.unlink(missing_ok=True)
+            raise
         paths["figures"] = figs
-        from ldp_audit.rundir import is_run_dir
-        from ldp_audit.rundir.seal import REPORT_FILES, seal_analyses
-
-        if out.name == "report" and is_run_dir(out.parent):  # the run's own report folder:
-            seal_analyses(out.parent, REPORT_FILES)  # sealed like every analysis of the run
         return paths
 
 

@@ -109,10 +109,15 @@ class VerifyResult:
         led = self.ledger or {}
         n = len(self.analyses)
         sealed = f", {n} sealed analysis file{'s' if n != 1 else ''}" if n else ""
+        unfinished = (  # an interrupted run verifies, but is never read as a finished one
+            f"; run status {self.status}: the run did not complete"
+            if self.status != "complete"
+            else ""
+        )
         return (
             f"verified ({auth}): every file matches manifest.json; ledger.sqlite "
             f"{led.get('rows')} charges, chain head {led.get('chain_head')}{sealed}; "
-            f"run root {self.root}"
+            f"run root {self.root}{unfinished}"
         )
 
     @property
