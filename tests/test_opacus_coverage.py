@@ -396,6 +396,55 @@ def test_tensor_without_a_clipped_sum_is_named_untested(tmp_path: Path) -> None:
     assert "**Verdict: consistent.**" not in md  # a part was not checked
 
 
+def test_zero_grad_before_the_inner_step_is_audited_not_a_crash(tmp_path: Path) -> None:
+    """Session 47 probe: a subclass that calls ``zero_grad`` between its noise and the inner
+    step (keeping ``p.grad``) clears ``p.grad_sample``; Opacus's ``accumulated_iterations``
+    then raised ``ValueError`` inside the audit's step hook (a raw traceback). Now
+    the count read when the batch was clipped is used, and every tensor (no ``summed_grad``
+    left) is named untested."""
+    from opacus.optimizers import DPOptimizer
+
+    class ZeroGradBeforeInnerStep(DPOptimizer):
+        def step(self, closure: object = None) -> object:
+            if self.pre_step():
+                grads = [p.grad.clone() for p in self.params]
+                self.zero_grad()
+                for p, g in zip(self.params, grads, strict=True):
+                    p.grad = g
+                return self.original_optimizer.step()
+            return None
+
+    res = audited_run(tmp_path / "run", 0, optimizer_class=ZeroGradBeforeInnerStep, epochs=1)
+    assert not res.violation and len(res.extra["coverage"]["untested"]) == 6
+    assert "noise (per tensor)" in res.extra["tests_not_run"]
+
+
+def test_a_bfloat16_model_is_audited(tmp_path: Path) -> None:
+    """Session 47 probe: a model in bfloat16 (Opacus casts its per-sample gradients up to the
+    parameters' dtype) crashed in the audit with NumPy's raw ``TypeError: Got unsupported
+    ScalarType BFloat16`` (the parameters' float64 copy went through ``.numpy()`` first)."""
+    from opacus import GradSampleModule
+    from opacus.optimizers import DPOptimizer
+    from torch import nn
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 8, generator=gen).to(torch.bfloat16)
+    y = (x[:, 0] > 0).long()
+    model = GradSampleModule(nn.Linear(8, 2).to(torch.bfloat16))
+    opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), noise_multiplier=1.0,
+                      max_grad_norm=1.0, expected_batch_size=16, generator=gen)  # fmt: skip
+    audit = CanaryAudit(tmp_path / "run", canaries=4, seed=0, delta=1e-5)
+    opt = audit.attach(opt, sample_rate=0.25, dataset_size=64)
+    for _ in range(6):
+        take = torch.rand(64, generator=gen) < 0.25
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[take]), y[take]).backward()
+        opt.step()
+    res = audit.finish()
+    assert res.extra["tests"]["ledger"]["p_value"] == 1.0
+    assert (tmp_path / "run" / "model.npz").exists()
+
+
 # ------------------------------------------------------------------------------------------------
 # the smaller items
 # ------------------------------------------------------------------------------------------------
