@@ -670,3 +670,40 @@ def test_recorder_shift_statistic_is_the_brute_force_cross_correlation(
         rho, s = brute(x[t - lag], x[t])
         assert got[t][lag - 1][1] == s == P - 70 * lag
         assert abs(got[t][lag - 1][0] - rho) < 1e-12
+
+
+def test_noise_permuted_at_a_lag_is_flagged_by_the_same_values_test(tmp_path: Path) -> None:
+    """Session 47 probe: every 8th update's noise a permutation of the noise 4 updates before
+    (no correlation at any offset: the pair, coordinate and shift tests cannot line it up)
+    read consistent; the squared norms of the two updates' noise are equal, which the
+    same-values test sees (p <= its level 0.05 / 72 at 95 % confidence: half the shift share)."""
+    cls, test = BROKEN["every 8th update's noise a permutation of the 4th before"]
+    res = audited_run(tmp_path / "run", 0, optimizer_class=cls, epochs=3)
+    same = res.extra["tests"][test]["pairs"]["shifts"]["same_values"]
+    assert same["rejected"] and same["level"] == pytest.approx(0.05 / 72)
+    assert res.violation and res.extra["decided_by"] == test
+    assert same["pair"][1] % 8 == 7 and same["pair"][1] - same["pair"][0] == 4
+
+
+def test_same_values_test_holds_its_level_on_exact_noise() -> None:
+    """400 games of exact noise (T = 80 updates, the audit's six tensors, a tensor untested in
+    a tenth of the cells) at level 0.1: the test is a conservative union bound, so at most
+    ``binom.isf(1e-6, 400, 0.1)`` games may reject (false failure <= 1e-6)."""
+    from ldp_audit.attacks.one_run_noise import same_values_test
+
+    rng = np.random.default_rng(47)
+    sizes, sigma = [2048, 64, 2048, 32, 64, 2], 1.3
+    rejected = 0
+    for _ in range(400):
+        sq = sigma**2 * rng.chisquare(sizes, size=(80, len(sizes)))
+        sq[rng.random(sq.shape) < 0.1] = np.nan
+        rejected += same_values_test(sq, sizes, sigma=sigma, confidence=0.9)["rejected"]
+    assert rejected <= binom.isf(1e-6, 400, 0.1)
+    # update 40's noise the values of update 10's shuffled across the tensors: flagged, named
+    z = rng.normal(0.0, sigma, (80, sum(sizes)))
+    z[40] = rng.permutation(z[10])
+    sq = np.stack([(c * c).sum(1) for c in np.split(z, np.cumsum(sizes)[:-1], axis=1)], 1)
+    same = same_values_test(sq, sizes, sigma=sigma)
+    assert same["rejected"] and same["pair"] == [10, 40] and same["min_gap"] < same["gap"]
+    same = same_values_test(np.ones((5, 1)), [1], sigma=1.0, confidence=0.9)
+    assert same["p_value"] is None  # fewer than 3 coordinates an update: not run
