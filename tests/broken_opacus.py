@@ -56,7 +56,12 @@ and one missed in stop 46, flagged since by the shift test (docs/opacus.md "Cove
 
 * :class:`NoisePoolOverlap`: every update's noise a window of one pool of Gaussian draws,
   moved on by ``STRIDE`` (1,000) coordinates an update (fewer than the parameters):
-  consecutive updates share most of their noise at a coordinate offset.
+  consecutive updates share most of their noise at a coordinate offset;
+
+and one missed in session 47's probe, flagged since by the same-values test:
+
+* :class:`NoisePermutedAtLag`: every 8th update's noise a random permutation of the noise of
+  the update 4 before.
 """
 
 from __future__ import annotations
@@ -413,6 +418,24 @@ class NoisePoolOverlap(DPOptimizer):
         _release(self, [z.view_as(p.summed_grad) for z, p in zip(w, self.params, strict=True)])
 
 
+class NoisePermutedAtLag(DPOptimizer):
+    """Every 8th update's noise is a random permutation of the noise of the update 4 before
+    (the same values in another order: no correlation at any offset); the others fresh."""
+
+    def add_noise(self) -> None:
+        k, flat = _tick(self), [p.numel() for p in self.params]
+        z = torch.normal(0.0, self.noise_multiplier * self.max_grad_norm, (sum(flat),),
+                         generator=self.generator)  # fmt: skip
+        self._hist = [*getattr(self, "_hist", [])[-4:], z]
+        if k >= 4 and k % 8 == 7:
+            old = self._hist[0]
+            z = self._hist[-1] = old[torch.randperm(len(old), generator=self.generator)]
+        _release(
+            self,
+            [c.view_as(p.summed_grad) for c, p in zip(z.split(flat), self.params, strict=True)],
+        )
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -442,4 +465,8 @@ BROKEN = {
     "noise skipped on one update in 20": (NoiseSkippedOneIn20, "noise"),
     "noise scaled by the sampled batch size": (NoiseBySampledBatch, "noise"),
     "noise windows of one pool overlapping at an offset": (NoisePoolOverlap, "independence"),
+    "every 8th update's noise a permutation of the 4th before": (
+        NoisePermutedAtLag,
+        "independence",
+    ),
 }

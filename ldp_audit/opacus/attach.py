@@ -289,6 +289,7 @@ class CanaryAudit:
             sketch=noise_sketch(sizes, NOISE_SKETCH, self.canary_seed)[0],
         )
         self._accs: list[int] = []  # accumulated iterations at each update
+        self._acc_clip = 1  # as read when the update's last batch was clipped
         self._rows: list[tuple] = []  # (batch, charged, sigma, C, expected batch) per update
         self._joins: list[Any] = []  # the canaries that joined each update (indices)
         self._pending: Any = None  # the canaries drawn to join the update being summed
@@ -334,7 +335,9 @@ class CanaryAudit:
             check = getattr(opt, "_check_skip_next_step", None)
             if self._pending is None and (check is None or not check(pop_next=False)):
                 self._add_canaries(opt)
-            return orig_clip(*a, **k)
+            out = orig_clip(*a, **k)
+            self._acc_clip = _accumulated(opt, 1)  # as scale_grad will read it
+            return out
 
         def add_noise(*a: Any, **k: Any) -> Any:
             self._charge(opt)  # durable, before the noise is drawn
@@ -481,7 +484,7 @@ class CanaryAudit:
     def _record(self, opt: Any) -> None:
         """The released update recorded (:class:`~ldp_audit.opacus.recorder.UpdateRecorder`)
         with this update's batch size, joins, charge and the optimizer's claim fields."""
-        acc = getattr(opt, "accumulated_iterations", 1) or 1
+        acc = _accumulated(opt, self._acc_clip)
         self._rec.record(self._unit * acc)
         self._accs.append(acc)
         self._check_moved()
@@ -729,3 +732,13 @@ def read_claim(
         "tensor_shapes": [list(p.shape) for p in params],
         "ghost_clipping": ghost,
     }
+
+
+def _accumulated(opt: Any, default: int) -> int:
+    """Opacus's ``accumulated_iterations`` (the batches summed into this update), or
+    ``default`` where it cannot be read: a subclass that cleared ``p.grad_sample`` (a
+    ``zero_grad``) before the inner step makes Opacus's property raise ``ValueError``."""
+    try:
+        return getattr(opt, "accumulated_iterations", default) or default
+    except ValueError:
+        return default

@@ -234,7 +234,7 @@ def _noise_tests(
     dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=sixth, names=names)
     coord = coordinate_dependence_test(tr["noise_sketch"], groups, confidence=sixth,
                                        names=names)  # fmt: skip
-    shift = _shift_test(tr, sizes, sixth)
+    shift = _shift_test(tr, sizes, sixth, sigma)
     dep = _joined(dep, coord, 1.0 - half, shift, p_updates=dep["p_value"], coordinates=coord,
                   shifts=shift)  # fmt: skip
 
@@ -254,20 +254,25 @@ def _noise_tests(
             coverage)  # fmt: skip
 
 
-def _shift_test(tr: dict, sizes: list[int], conf: float) -> dict:
+def _shift_test(tr: dict, sizes: list[int], conf: float, sigma: float) -> dict:
     """The shift test on the run's ``noise_shift`` (a run recorded before it has none: not
-    run, p None); the coordinates tested in each pair's earlier update from ``noise_sq``."""
-    from ldp_audit.attacks.one_run_noise import shift_dependence_test
+    run, p None; the coordinates tested in each pair's earlier update from ``noise_sq``) and
+    the same-values test on ``noise_sq``, Bonferroni over the two (``same_values``)."""
+    from ldp_audit.attacks.one_run_noise import same_values_test, shift_dependence_test
 
+    half = 1.0 - (1.0 - conf) / 2.0
+    same = same_values_test(tr["noise_sq"], sizes, sigma=sigma, confidence=half)
     rho = tr.get("noise_shift")
     if rho is None:
-        return {"rejected": False, "p_value": None, "level": 1.0 - conf, "pairs": 0}
-    rho = np.asarray(rho, dtype=np.float64)
-    tested = np.isfinite(np.asarray(tr["noise_sq"], dtype=np.float64)) @ np.asarray(sizes)
-    k = np.zeros(rho.shape, dtype=np.int64)
-    for lag in range(1, rho.shape[1] + 1):
-        k[lag:, lag - 1] = tested[:-lag]
-    return shift_dependence_test(rho, k, shifts=sum(sizes), confidence=conf)
+        shift = {"rejected": False, "p_value": None, "level": 1.0 - half, "pairs": 0}
+    else:
+        rho = np.asarray(rho, dtype=np.float64)
+        tested = np.isfinite(np.asarray(tr["noise_sq"], dtype=np.float64)) @ np.asarray(sizes)
+        k = np.zeros(rho.shape, dtype=np.int64)
+        for lag in range(1, rho.shape[1] + 1):
+            k[lag:, lag - 1] = tested[:-lag]
+        shift = shift_dependence_test(rho, k, shifts=sum(sizes), confidence=half)
+    return _joined(shift, same, 1.0 - conf, same_values=same)
 
 
 def _joined(first: dict, second: dict, level: float, *others: dict, **more: Any) -> dict:
