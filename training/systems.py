@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -287,7 +286,7 @@ FEDRL = SystemSpec(
     charges="ldp_audit.training.systems:fedrl_charges",
     attacks={"fedrl": "ldp_audit.attacks.run_scorers:fedrl_transcript"},
     report_sections="ldp_audit.training.statements:fedrl_report",
-    reproduce="ldp_audit.training.systems:fedrl_reproduce",
+    reproduce="ldp_audit.training.fedrl.reproduce:reproduce",
     attack_commands={
         "fedrl": Command(
             help="attack a FedRL run's transcript (beta's cells, alpha's rewards) and audit its "
@@ -451,25 +450,6 @@ def fedrl_config(args: Any, kw: dict[str, Any]) -> Any:
     if "methods" in kw:
         kw["methods"] = tuple(dict.fromkeys(kw["methods"]))
     return FedRLConfig(**kw)
-
-
-def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, Any]:
-    """FedRL's reproduction with its report written to ``out`` (and, while it runs, the
-    finished stages in ``out/results.partial.json``)."""
-    from ldp_audit.rundir.files import write_json_file
-    from ldp_audit.training.fedrl.reproduce import reproduce
-    from ldp_audit.training.fedrl.reproduce_report import write_report
-
-    partial = Path(out) / "results.partial.json"
-
-    def checkpoint(res: dict[str, Any]) -> None:
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        write_json_file(partial, res, replace=True)  # atomic: a kill never truncates it
-
-    results = reproduce(rc, command=command, checkpoint=checkpoint, **kw)
-    write_report(results, out)
-    partial.unlink(missing_ok=True)
-    return results
 
 
 def frd_options(p: Any) -> None:

@@ -32,7 +32,6 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng
-from ldp_audit.training.flower.run import app_pyproject
 from ldp_audit.training.flower.server import ldp_server_main, summary
 from ldp_audit.validation import check_bool, check_int, check_real_in
 
@@ -211,7 +210,7 @@ def simulator(
 # The app project and a run
 # ----------------------------------------------------------------------------------------------
 
-APP_PYPROJECT = app_pyproject(
+APP_PYPROJECT = app_run.app_pyproject(
     "ldp-digits-fedavg",
     "FedAvg on scikit-learn's digits, every update released under local DP (ldp-audit)",
     "digits_app",
