@@ -180,7 +180,6 @@ def _private_parts(cfg, net, accountant, hooks, gen, canary_rng, obs_rng, ghost=
         model = GradSampleModuleFastGradientClipping(
             net, batch_first=True, loss_reduction="sum", max_grad_norm=float(cfg.clip)
         )
-        model._ghost = True
     elif cfg.privacy == "dpsgd":
         model = GradSampleModule(net, batch_first=True, loss_reduction="sum")
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)

@@ -73,13 +73,13 @@ def broken_hooks() -> dict[str, Any]:
 
     class NoClipping(DPOptimizer):
         def clip_and_accumulate(self) -> None:
-            for p in self.params:
-                p.summed_grad = self._get_flat_grad_sample(p).to(p.dtype).sum(dim=0)
+            for p, g in zip(self.params, self.grad_samples, strict=True):
+                p.summed_grad = g.to(p.dtype).sum(dim=0)
 
     class PerLayerClipping(DPOptimizer):
         def clip_and_accumulate(self) -> None:
-            for p in self.params:
-                g = self._get_flat_grad_sample(p).to(p.dtype)
+            for p, g in zip(self.params, self.grad_samples, strict=True):
+                g = g.to(p.dtype)
                 f = (self.max_grad_norm / (g.reshape(len(g), -1).norm(dim=-1) + 1e-6)).clamp(
                     max=1.0
                 )
