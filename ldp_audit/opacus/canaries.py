@@ -25,7 +25,6 @@ __all__ = [
     "canary_blocks",
     "check_out",
     "dataset_holds",
-    "drop_empty_journal",
     "noise_sketch",
 ]
 
@@ -103,17 +102,9 @@ def noise_sketch(sizes: Any, budget: int, seed: int) -> tuple[np.ndarray, np.nda
 
 def check_out(out: Any) -> Any:
     """``out`` can receive a new run (the Python API's words: no CLI flags)."""
-    from pathlib import Path
-
-    from ldp_audit.errors import RunDirectoryError
     from ldp_audit.rundir import check_new_dir
 
-    if isinstance(out, (str, Path)) and Path(out).is_dir() and any(Path(out).iterdir()):
-        raise RunDirectoryError(
-            f"out {str(out)!r} already exists and is not empty; a run directory is evidence "
-            f"and is never overwritten or appended to: pass a new out= path"
-        )
-    return check_new_dir(out, name="out", can_resume=False)
+    return check_new_dir(out, name="out", can_resume=False, can_overwrite=False)
 
 
 def dataset_holds(ds: Any, target: Any, depth: int = 0) -> bool:
@@ -124,17 +115,3 @@ def dataset_holds(ds: Any, target: Any, depth: int = 0) -> bool:
         return True
     inner = [getattr(ds, "dataset", None), *(getattr(ds, "datasets", None) or [])]
     return any(dataset_holds(x, target, depth + 1) for x in inner if x is not None)
-
-
-def drop_empty_journal(run: Any) -> None:
-    """The ledger's rollback journal (``TRUNCATE`` mode leaves it at zero bytes after the last
-    commit) removed from a finished run whose ledger this audit closed: an empty journal
-    holds nothing to roll back."""
-    from pathlib import Path
-
-    j = Path(run) / "ledger.sqlite-journal"
-    try:
-        if j.is_file() and j.stat().st_size == 0:
-            j.unlink()
-    except OSError:  # pragma: no cover - left in place: harmless
-        pass
