@@ -25,7 +25,6 @@ from ldp_audit.opacus.canaries import (
     canary_blocks,
     check_out,
     dataset_holds,
-    drop_empty_journal,
     noise_sketch,
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows, flat_params
@@ -569,13 +568,12 @@ class CanaryAudit:
         }
 
     def _mechanism(self) -> dict[str, Any]:
-        c = self._claim
         return {
             "name": "dp-sgd",
-            "noise_multiplier": c["noise_multiplier"],
-            "clip": c["max_grad_norm"],
-            "sample_rate": c["sample_rate"],
-            "expected_batch_size": c["expected_batch_size"],
+            "noise_multiplier": self._claim["noise_multiplier"],
+            "clip": self._claim["max_grad_norm"],
+            "sample_rate": self._claim["sample_rate"],
+            "expected_batch_size": self._claim["expected_batch_size"],
             "delta": self.delta,
         }
 
@@ -644,7 +642,6 @@ class CanaryAudit:
         write_run(self, scores)
         self._finished = True
         self._accountant.ledger.close()
-        drop_empty_journal(self.out)
         if not audit:
             return self.out
         res = membership(self.out, confidence=self.confidence)

@@ -119,8 +119,7 @@ class LedgerAccountant(IAccountant):
     @history.setter
     def history(self, value: Any) -> None:
         rows = []
-        for row in value:
-            s, q, n = row
+        for s, q, n in value:
             _event(s, q)
             rows.append((float(s), float(q), check_int(n, "history steps", minimum=1)))
         self._planned = rows

@@ -157,10 +157,9 @@ class UpdateRecorder:
         ``noise_sq`` (T, L), ``noise_sketch`` (T, K), ``noise_shift`` (T, SHIFT_LAGS) and
         ``noise_shift_at`` (its shifts), one row per recorded update."""
         self._flush()
-        d = self._done
         T = len(self._proj)
         m, L, K = int(self._idx.shape[0]), len(self._sizes), int(self._sketch.numel())
-        shift = np.array(d["shift"], dtype=np.float64).reshape(T, SHIFT_LAGS, 2)
+        shift = np.array(self._done["shift"], dtype=np.float64).reshape(T, SHIFT_LAGS, 2)
 
         def cat(parts: list[Any], width: int, dtype: Any) -> np.ndarray:
             import torch
@@ -171,9 +170,9 @@ class UpdateRecorder:
             "canary_projection": np.stack([np.asarray(p, dtype=np.float64) for p in self._proj])
             if T
             else np.zeros((0, m if self._dense is None else self._dense.shape[1])),
-            "update_norm": cat(d["norm"], 0, np.float64).reshape(-1),
-            "noise_sq": cat(d["sq"], L, np.float64),
-            "noise_sketch": cat(d["sketch"], K, np.float32),
+            "update_norm": cat(self._done["norm"], 0, np.float64).reshape(-1),
+            "noise_sq": cat(self._done["sq"], L, np.float64),
+            "noise_sketch": cat(self._done["sketch"], K, np.float32),
             "noise_shift": shift[..., 0],
             "noise_shift_at": shift[..., 1].astype(np.int64),  # shifts < 2^53: exact
         }

@@ -57,16 +57,15 @@ def privacy(accountant: Any, claim: dict[str, Any], delta: float, updates: int) 
             by[m] = f"unavailable: {exc}"
     finite = [v for v in by.values() if isinstance(v, float)]
     eps = min(finite) if finite else math.inf
-    c = claim
     return {
         "epsilon": eps,
         "delta": delta,
         "by_method": by,
         "unit": "one record of the data set (one per-sample gradient)",
         "words": (
-            f"DP-SGD (Opacus {c['optimizer'].rsplit('.', 1)[-1]}), one record = one "
-            f"per-sample gradient clipped to C = {c['max_grad_norm']:g}, noise multiplier "
-            f"{c['noise_multiplier']:g}, Poisson rate {c['sample_rate']:g}: "
+            f"DP-SGD (Opacus {claim['optimizer'].rsplit('.', 1)[-1]}), one record = one "
+            f"per-sample gradient clipped to C = {claim['max_grad_norm']:g}, noise multiplier "
+            f"{claim['noise_multiplier']:g}, Poisson rate {claim['sample_rate']:g}: "
             f"({eps:.4g}, {delta:g})-DP over {updates} updates (ledger: "
             + ", ".join(
                 f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in by.items()
