@@ -27,7 +27,7 @@ from ldp_audit.rundir import (
 )
 from ldp_audit.rundir.files import manifest_bytes
 from ldp_audit.rundir.seal import INDEX
-from tests.test_report_fixtures import audit_entry
+from tests.test_report_fixtures import GOOD_ATTACK, audit_entry
 
 EPS = 5.0
 
@@ -105,6 +105,20 @@ def test_an_unsealed_or_deleted_artefact_is_refused(run: Path, tmp_path: Path, c
     assert any("attack_x.json is not sealed" in p for p in res.problems)
 
 
+@pytest.mark.parametrize("name", ["attack_Dyn.json", "attack_a b.json", "attack_\u00e9.json"])
+def test_every_attack_file_the_report_reads_is_checked(
+    run: Path, tmp_path: Path, name: str, capsys
+) -> None:
+    """The report reads every attack_*.json; the toolkit writes only attack_[a-z0-9_-]+.json
+    and the check looked at those only: a hand-written 'attack_Dyn.json' (an attack
+    no one ran) verified and was read into the report (session 47's outside probe)."""
+    (run / name).write_text(json.dumps(GOOD_ATTACK))  # an attack no one ran
+    res = verify_run(run)
+    assert not res.ok and any(f"{name} is not sealed" in p for p in res.problems), res.problems
+    assert main(["report", str(run), "-o", str(tmp_path / "r")]) == 2
+    assert "is not sealed" in capsys.readouterr().err
+
+
 def test_a_rewritten_index_without_the_key_is_refused(run: Path) -> None:
     """The person edits audit.json and recomputes the entry's SHA-256 and hash (not the MAC)."""
     import hashlib
@@ -131,6 +145,25 @@ def test_the_reports_own_files_are_sealed(run: Path, capsys) -> None:
     (run / "report" / "report.json").write_text(json.dumps(doc))
     res = verify_run(run)
     assert not res.ok and any("report.json" in p for p in res.problems)
+
+
+def test_the_reports_figures_are_sealed(run: Path, capsys) -> None:
+    """report.md shows figures/*.png: an edited figure changed what the sealed page shows and
+    verified (exit 0) before session 47's outside probe; a removed or added one is noted."""
+    assert main(["report", str(run)]) == 1
+    figs = sorted((run / "report" / "figures").glob("*.png"))
+    names = {e["name"] for e in json.loads((run / INDEX).read_text())["entries"]}
+    assert figs and {f"report/figures/{f.name}" for f in figs} <= names
+    png = bytearray(figs[0].read_bytes())
+    png[len(png) // 2] ^= 0x55
+    figs[0].write_bytes(bytes(png))
+    res = verify_run(run)
+    assert not res.ok and any(f"figures/{figs[0].name} does not match" in p for p in res.problems)
+    figs[0].unlink()
+    (run / "report" / "figures" / "x.png").write_bytes(b"\x89PNG")
+    res = verify_run(run)
+    assert res.ok and any(f"{figs[0].name} was sealed" in n for n in res.notes), res.problems
+    assert any("x.png is not sealed" in n for n in res.notes)
 
 
 def test_an_artefact_of_an_unfinished_run_goes_into_its_manifest(tmp_path: Path) -> None:
