@@ -404,6 +404,8 @@ def attack_run_dir(
     elif artefact:
         hint = ", or write this result elsewhere with --out FILE"
         _check_artefact(rd.path / _artifact_name(system, name), args.overwrite, hint)
+        if kw.get("audit_samples"):  # FedRL's audit beside the attack writes audit.json
+            _check_artefact(rd.path / "audit.json", args.overwrite, hint)
     sizes = getattr(_attack_commands(system).get(name), "sizes", None)
     if sizes:  # before any work (--force runs anyway)
         est = systems.call(sizes, f"attack {name!r} sizes")(rd.train_config, **kw)
