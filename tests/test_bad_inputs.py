@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -833,3 +834,31 @@ def test_user_objects_and_pairs_are_refused_by_name(
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("bad_inputs_user", None)
     assert_input_error(["audit", *argv, "--samples", "2000"], capsys, *needles)
+
+
+@pytest.mark.parametrize("where", ["run", "simulated"])
+def test_an_interrupted_attack_out_leaves_no_half_file(
+    where: str, run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch
+) -> None:
+    """`attack ... --out FILE` wrote FILE in place: a Ctrl-C / SIGTERM (or a full disk) during
+    the write left half a JSON document there, which the rerun refused ("--out exists") and
+    `report RUN FILE` could not read. Now FILE is written atomically: absent until complete."""
+    out = tmp_path / "a.json"
+    argv = [*TINY_MEMBERSHIP, "--out", str(out)]
+    if where == "run":
+        argv = ["attack", "dynamics", "--run-dir", str(run), "--shadow", "2", "--out", str(out)]
+    real = Path.write_text
+
+    def half(self: Path, text: str, *a: Any, **k: Any) -> int:
+        if "a.json" not in self.name:
+            return real(self, text, *a, **k)
+        real(self, text[: len(text) // 2], *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", half)
+    assert main(argv) == 130
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["run"]  # the run fixture's: no a.json, no temp file
+    capsys.readouterr()
+    assert main(argv) in (0, 1)  # the rerun needs no --overwrite
+    assert json.loads(out.read_text())["attack"]

@@ -465,3 +465,44 @@ def test_a_read_only_run_is_refused_before_work_never_a_traceback(
     monkeypatch.setattr(os, "link", erofs)  # and the artefact's own write
     with pytest.raises(RunDirectoryError, match="cannot write .*attack_x.json: Read-only"):
         write_artifact(run, "attack_x.json", {"a": 1})
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("at", ["before the seal", "after the seal"])
+def test_an_artefact_write_interrupted_leaves_a_run_that_verifies(
+    run: Path, monkeypatch, at: str, overwrite: bool
+) -> None:
+    """Ctrl-C / SIGTERM in `audit --run-dir RUN --overwrite` (or `attack ... --run-dir`) after
+    the new audit.json replaced the old one but before its seal (the wait for the index's lock
+    or the key): the file no longer matched its sealed SHA-256 and every reader refused the run
+    as edited; one landing just after the seal, on a new artefact, deleted the sealed file
+    ("sealed but missing"). Now the interrupted write puts back what the seal says."""
+    import ldp_audit.rundir.seal as seal
+
+    new = [audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=1.0, samples=1000)]
+    name = "audit.json" if overwrite else "attack_toy.json"
+    before = (run / name).read_bytes() if overwrite else None
+    real_write = seal.write_json_file
+
+    def write_then_interrupt(*a, **k):
+        real_write(*a, **k)
+        raise KeyboardInterrupt
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    if at == "before the seal":
+        monkeypatch.setattr(seal, "_writer_key", interrupted)
+    else:
+        monkeypatch.setattr(seal, "write_json_file", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        write_artifact(run, name, new, overwrite=overwrite)
+    monkeypatch.undo()
+    res = verify_run(run)
+    assert res.ok, res.problems
+    if at == "after the seal":  # sealed: the new artefact stays
+        assert json.loads((run / name).read_text()) == new
+    elif overwrite:  # the earlier one, as sealed
+        assert (run / name).read_bytes() == before
+    else:
+        assert not (run / name).exists()

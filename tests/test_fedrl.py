@@ -414,6 +414,28 @@ def test_cli_train_attack_report(tmp_path, capsys):
     assert _cli(["attack", "fedrl", "--run-dir", str(run), "--audit-samples", "0"]) == 2
 
 
+def test_attack_fedrl_checks_the_audit_beside_it_before_the_attack(tmp_path, capsys):
+    """`attack fedrl --run-dir RUN --audit-samples N` on a run that had an audit.json (written
+    by `audit --run-dir`) ran the attack, wrote attack_fedrl.json, then refused audit.json (exit
+    2): half its result written, and its rerun refused for attack_fedrl.json. Now audit.json is
+    checked with attack_fedrl.json, before the attack."""
+    from ldp_audit.rundir import verify_run, write_artifact
+    from tests.test_report_fixtures import audit_entry
+
+    run = tmp_path / "run"
+    train = ["train", "fedrl", *TINY_CLI, "--sigma", "1", "--clip-outputs", "2"]
+    assert _cli([*train, "--methods", "fedrl", "--out", str(run)]) == 0
+    write_artifact(run, "audit.json", [audit_entry()])
+    capsys.readouterr()
+    attack = ["attack", "fedrl", "--run-dir", str(run), "--audit-samples", "5000"]
+    assert _cli(attack) == 2
+    assert "audit.json already exists" in capsys.readouterr().err
+    assert not (run / "attack_fedrl.json").exists() and verify_run(run).ok
+    assert _cli([*attack, "--overwrite"]) == 0  # both replaced
+    assert json.loads((run / "audit.json").read_text())[0]["samples"] == 5000
+    assert verify_run(run).ok
+
+
 @pytest.mark.parametrize(
     ("extra", "msg"),
     [

@@ -44,6 +44,7 @@ from ldp_audit.limits import add_force_argument, check_resources
 from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
 from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable
+from ldp_audit.rundir.files import write_json_file
 from ldp_audit.rundir.paths import check_parent_writable
 from ldp_audit.training.sizes import attack_estimates
 
@@ -271,8 +272,8 @@ def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any]) -> int:
     d = result.to_dict()
     d["extra"]["theta_info"] = {k: v for k, v in info.items() if k in ("theta", "source", "chosen")}
     doc = json.dumps(to_jsonable(d), indent=1, allow_nan=False)
-    if args.out:
-        Path(args.out).write_text(doc)
+    if args.out:  # whole, or not at all (a Ctrl-C, a full disk)
+        write_json_file(Path(args.out), d, replace=args.overwrite)
     if args.plot:
         _plot(result, args.plot)
     print(doc if args.json else result.summary())

@@ -56,6 +56,7 @@ from ldp_audit.config import add_arguments, from_args, given_config, option_name
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
+from ldp_audit.rundir.files import write_json_file
 from ldp_audit.rundir.paths import check_parent_writable, check_report_dir, timestamped_dir
 from ldp_audit.rundir.seal import seal_document
 
@@ -404,6 +405,8 @@ def attack_run_dir(
     elif artefact:
         hint = ", or write this result elsewhere with --out FILE"
         _check_artefact(rd.path / _artifact_name(system, name), args.overwrite, hint)
+        if kw.get("audit_samples"):  # FedRL's audit beside the attack writes audit.json
+            _check_artefact(rd.path / "audit.json", args.overwrite, hint)
     sizes = getattr(_attack_commands(system).get(name), "sizes", None)
     if sizes:  # before any work (--force runs anyway)
         est = systems.call(sizes, f"attack {name!r} sizes")(rd.train_config, **kw)
@@ -434,7 +437,7 @@ def attack_run_dir(
     d = to_jsonable(with_evidence({**res.to_dict(), "violation": violation}, args))
     if args.out:
         d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
-        Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
+        write_json_file(Path(args.out), d, replace=args.overwrite)  # whole, or not at all
     elif artefact:
         write_artifact(rd.path, _artifact_name(system, name), d, overwrite=args.overwrite)
         for file, doc in side.items():

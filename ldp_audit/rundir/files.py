@@ -177,6 +177,11 @@ def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
     _atomic_write(target, lambda t: t.write_text(text), replace=replace)
 
 
+def write_bytes_file(target: Path, data: bytes, *, replace: bool = False) -> None:
+    """Write ``data`` to ``target`` atomically (once, unless ``replace``)."""
+    _atomic_write(target, lambda t: t.write_bytes(data), replace=replace)
+
+
 def write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
     arrs = {k: np.asarray(v) for k, v in arrays.items()}
 

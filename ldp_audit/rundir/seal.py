@@ -50,6 +50,7 @@ __all__ = [
     "seal_analyses",
     "seal_document",
     "seal_manifest",
+    "sealed_sha256",
 ]
 
 #: the report's own files, sealed when ``report`` writes them into ``RUN_DIR/report``, with
@@ -177,6 +178,13 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         doc = {"format": _FORMAT, "entries": entries + added}
         write_json_file(run / INDEX, doc, replace=True)
     return added
+
+
+def sealed_sha256(run_dir: Any, name: str) -> str | None:
+    """The SHA-256 the run's index seals for ``name`` (its latest entry), or None."""
+    entries, _ = _read_index(Path(run_dir))
+    found = [e.get("sha256") for e in entries or [] if e.get("name") == name]
+    return str(found[-1]) if found else None
 
 
 def check_analyses(

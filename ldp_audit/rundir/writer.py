@@ -6,6 +6,7 @@ sealed manifest last; :func:`write_artifact` adds a named artefact to a finished
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import platform
@@ -23,6 +24,7 @@ from ldp_audit.rundir.files import (
     read_json,
     sha256_file,
     to_jsonable,
+    write_bytes_file,
     write_json_file,
     write_npz_file,
 )
@@ -35,7 +37,7 @@ from ldp_audit.rundir.paths import (
     check_path_arg,
     is_run_dir,
 )
-from ldp_audit.rundir.seal import seal_analyses, seal_manifest
+from ldp_audit.rundir.seal import seal_analyses, seal_manifest, sealed_sha256
 from ldp_audit.validation import check_choice, check_int
 
 __all__ = ["RunWriter", "versions", "write_artifact"]
@@ -290,11 +292,18 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
             f"{target} already exists; write the result elsewhere with --out, or pass "
             f"--overwrite to replace it"
         )
+    earlier = target.read_bytes() if overwrite and target.is_file() else None
     write_json_file(target, obj, replace=overwrite)
     try:
         seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     except BaseException:
-        if not overwrite:  # a full disk: no unsealed artefact left behind
-            target.unlink(missing_ok=True)
+        # Ctrl-C, SIGTERM, a full disk: the artefact is left as the index seals it (the earlier
+        # one put back, a new one removed; kept once sealed), never one every reader refuses
+        with contextlib.suppress(Exception):
+            if sealed_sha256(p, name) != sha256_file(target):
+                if earlier is None:
+                    target.unlink()
+                else:
+                    write_bytes_file(target, earlier, replace=True)
         raise
     return target
