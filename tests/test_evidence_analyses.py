@@ -149,7 +149,8 @@ def test_the_reports_own_files_are_sealed(run: Path, capsys) -> None:
 
 def test_the_reports_figures_are_sealed(run: Path, capsys) -> None:
     """report.md shows figures/*.png: an edited figure changed what the sealed page shows and
-    verified (exit 0) before session 47's outside probe; a removed or added one is noted."""
+    verified (exit 0) before session 47's outside probe; a removed one is noted, an added one
+    (not sealed) refused."""
     assert main(["report", str(run)]) == 1
     figs = sorted((run / "report" / "figures").glob("*.png"))
     names = {e["name"] for e in json.loads((run / INDEX).read_text())["entries"]}
@@ -162,8 +163,8 @@ def test_the_reports_figures_are_sealed(run: Path, capsys) -> None:
     figs[0].unlink()
     (run / "report" / "figures" / "x.png").write_bytes(b"\x89PNG")
     res = verify_run(run)
-    assert res.ok and any(f"{figs[0].name} was sealed" in n for n in res.notes), res.problems
-    assert any("x.png is not sealed" in n for n in res.notes)
+    assert any(f"{figs[0].name} was sealed" in n for n in res.notes), res.notes
+    assert not res.ok and any("x.png is not sealed" in p for p in res.problems)
 
 
 def test_an_artefact_of_an_unfinished_run_goes_into_its_manifest(tmp_path: Path) -> None:
@@ -314,8 +315,9 @@ def test_one_root_covers_the_whole_run(run: Path, tmp_path: Path, capsys) -> Non
     from ldp_audit.rundir.seal import seal_analyses
 
     (run / INDEX).unlink()
+    figures = [f"report/{f.relative_to(run / 'report')}" for f in run.glob("report/figures/*")]
     seal_analyses(run, ["audit.json", "report/report.json", "report/report.md",
-                        "report/index.html"])  # fmt: skip
+                        "report/index.html", *figures])  # fmt: skip
     assert main(["budget", str(run), "--verify", "--expect-head", head]) == 0
     assert main(["budget", str(run), "--verify", "--expect-root", root]) == 2
     err = capsys.readouterr().err
@@ -351,17 +353,27 @@ def test_the_tamper_table_rows_for_analyses_without_the_key(
     assert not verify_run(run, expect_root=root).ok  # ... the published root does
 
 
-def test_an_unsealed_older_report_does_not_block_a_new_one(run: Path, capsys) -> None:
-    """A report folder written before reports were sealed is noted, not refused (no verdict
-    reads it), so `report RUN --overwrite` can replace it; the new one is sealed."""
-    (run / "report").mkdir()
-    (run / "report" / "report.json").write_text("{}")
-    (run / "report" / "index.html").write_text("<html></html>")
+def test_a_forged_report_page_is_refused(run: Path, capsys) -> None:
+    """Session 47's outside probe: the report's entries cut from the end of analyses.json (the
+    chain still holds: a prefix) and index.html rewritten from VIOLATION to CONSISTENT verified
+    with exit 0 and a note ("not sealed ... written before reports were"). An unsealed report
+    page is now refused by every reader; removing the report folder lets a new one be written."""
+    assert main(["report", str(run)]) == 1
+    doc = json.loads((run / INDEX).read_text())
+    doc["entries"] = [e for e in doc["entries"] if not e["name"].startswith("report/")]
+    (run / INDEX).write_text(json.dumps(doc))
+    page = run / "report" / "index.html"
+    page.write_text(page.read_text().replace("VIOLATION", "CONSISTENT"))
     res = verify_run(run)
-    assert res.ok and any("report.json is not sealed" in n for n in res.notes)
-    assert main(["report", str(run), "--overwrite"]) == 1  # the sealed audit's violation
-    names = [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]]
-    assert "report/report.json" in names and verify_run(run).ok
+    assert not res.ok and any("index.html is not sealed" in p for p in res.problems)
+    capsys.readouterr()
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert "index.html is not sealed" in capsys.readouterr().err
+    assert main(["report", str(run), "--overwrite"]) == 2  # the forged page is not replaced
+    import shutil
+
+    shutil.rmtree(run / "report")
+    assert main(["report", str(run)]) == 1 and verify_run(run).ok
 
 
 @pytest.mark.parametrize("at", ["write_bytes", "write_text"])

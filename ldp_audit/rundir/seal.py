@@ -265,8 +265,12 @@ def check_analyses(
             # manifest cannot seal anything (and is refused for that already)
             if name in listed or not finished:
                 continue
-            if name.startswith("report/"):  # an output no verdict reads (e.g. an older report)
-                notes.append(f"{run / name} is not sealed in {INDEX} (written before reports were)")
+            if name.startswith("report/"):  # a page a person reads as the run's verdict
+                problems.append(
+                    f"{run / name} is not sealed (no entry in {INDEX}): a report page the "
+                    f"toolkit did not write for this run (entries cut from the index, or a page "
+                    f"written by hand); remove {run / 'report'} and run `ldp-audit report` again"
+                )
                 continue
             problems.append(
                 f"{run / name} is not sealed (no entry in {INDEX}): an analysis file the "
