@@ -102,7 +102,7 @@ class Report:
         for k, (_, text) in pages.items():
             paths[k].write_text(text, encoding="utf-8")
         paths["figures"] = figs
-        from ldp_audit.rundir import is_run_dir
+        from ldp_audit.rundir.paths import is_run_dir
         from ldp_audit.rundir.seal import REPORT_FILES, seal_analyses
 
         if out.name == "report" and is_run_dir(out.parent):  # the run's own report folder:
@@ -125,7 +125,8 @@ def check_report_out(
         RunDirectoryError: the folder cannot receive a report.
     """
     from ldp_audit.errors import RunDirectoryError
-    from ldp_audit.rundir import check_new_dir, is_run_dir
+    from ldp_audit.rundir import check_new_dir
+    from ldp_audit.rundir.paths import is_run_dir
 
     out = Path(out_dir)
     if out.is_dir() and is_run_dir(out):
