@@ -20,7 +20,6 @@ from typing import Any
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.parse import INT_MAX, epsilon_or_inf, parse_int, parse_private_param
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.model import DIM
 
 #: generated, in the first help group (their values read as ``args.<field>``, config defaults)
 READINGS = ("stop_at_target", "acting", "clip_kind", "aggregator", "aggregator_lr", "target")
@@ -238,7 +237,7 @@ def show_gym(res: Any) -> list[str]:
     ]
 
 
-__all__ = ["DIM", "options", "config", "check_step_scale", "sizes", "show", "show_gym"]
+__all__ = ["options", "config", "check_step_scale", "sizes", "show", "show_gym"]
 
 
 # ----------------------------------------------------------------------------------------------
