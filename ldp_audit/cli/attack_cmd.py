@@ -43,9 +43,9 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources
 from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
-from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable
+from ldp_audit.rundir import check_new_dir, check_new_file, to_jsonable
 from ldp_audit.rundir.files import write_json_file
-from ldp_audit.rundir.paths import check_parent_writable
+from ldp_audit.rundir.paths import check_parent_writable, is_run_dir
 from ldp_audit.training.sizes import attack_estimates
 
 _MAX_COUNT = 1_000_000

@@ -191,7 +191,8 @@ class LedgerAccountant(IAccountant):
         return self._acc
 
     def _ledger_history(self) -> list[tuple[float, float, int]]:
-        from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, event_from_json
+        from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
+        from ldp_audit.accountant.events import event_from_json
 
         acc = self._accountant(create=False)
         if acc is None:

@@ -123,7 +123,7 @@ _IDLE = {
 
 def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any]:
     """The ledger against the transcript and the metrics (deterministic: p is 0 or 1)."""
-    from ldp_audit.accountant import event_from_json
+    from ldp_audit.accountant.events import event_from_json
     from ldp_audit.attacks.one_run_fdp import model_history
 
     claim = cfg["claim"]

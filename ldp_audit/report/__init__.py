@@ -89,7 +89,7 @@ class Report:
         out = check_report_out(out_dir, overwrite=overwrite)
         if overwrite and out.exists() and any(out.iterdir()):
             shutil.rmtree(out)
-        from ldp_audit.rundir import is_run_dir
+        from ldp_audit.rundir.paths import is_run_dir
         from ldp_audit.rundir.seal import REPORT_FILES, seal_analyses
 
         figs = out / "figures"
@@ -135,7 +135,8 @@ def check_report_out(
         RunDirectoryError: the folder cannot receive a report.
     """
     from ldp_audit.errors import RunDirectoryError
-    from ldp_audit.rundir import check_new_dir, is_run_dir
+    from ldp_audit.rundir import check_new_dir
+    from ldp_audit.rundir.paths import is_run_dir
 
     out = Path(out_dir)
     if out.is_dir() and is_run_dir(out):
