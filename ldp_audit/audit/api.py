@@ -262,6 +262,16 @@ def _conclude(
             "{y = H_seed(x)} needs the hash): pass statistics=[stat] with stat(outputs, x, "
             "x_prime) -> one score per output row that computes it"
         )
+    elif top.epsilon_lower_bound == 0.0 and top.witness is not None:
+        w = top.witness  # the pre-registered event: its bound is one-sided, x the numerator
+        warn.append(
+            f"the pre-registered event's lower bound is exactly 0: S was seen {w.k1} of {w.n1} "
+            f"times under x = {list(w.x)} (the numerator) and {w.k2} of {w.n2} under x2 = "
+            f"{list(w.x2)}, not clearly more often under x, so it refutes no claim. The bound is "
+            "on P[M(x) in S] / P[M(x2) in S]: if S is likelier under x2, state it with x and "
+            "x2 swapped (or take S's complement) and rerun with a fresh seed (an event chosen "
+            "from these counts is no longer pre-registered on them)"
+        )
     if sel.big_ints:
         warn.append(
             "the outputs are integers beyond 2^53 in magnitude: the auditor reads outputs as "
