@@ -254,7 +254,10 @@ def _conclude(
         delta_lb, delta_joint = _delta_lower_bound(kept.verdict, counts, claimed, plan)
         delta_conf = o.confidence
     warn = list(plan.warnings)
-    if top.epsilon_lower_bound == 0.0 and o.event is None:
+    # at a claimed delta > 0 a bound of 0 at that delta can be the truth ((0, delta)-DP) while
+    # the same events separate the pair: then the delta bound or the profile says so
+    separated = (delta_lb or 0.0) > 0.0 or (prof is not None and max(prof.epsilon_lower) > 0.0)
+    if top.epsilon_lower_bound == 0.0 and o.event is None and not separated:
         warn.append(
             "no statistic separated the pair(s) at all: the lower bound is exactly 0. Either "
             "the outputs do not depend on the input, or the dependence lies in a structure "
