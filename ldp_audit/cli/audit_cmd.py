@@ -153,7 +153,8 @@ def register(subparsers: Any) -> None:
     add_flags(
         p,
         scalar="MODULE:ATTR is a scalar value -> value function of another library (or, with "
-        "--seeding, a factory taking the randomness and returning one); needs --epsilon "
+        "--seeding, a factory taking the randomness and returning one); it may return a "
+        "fixed-length vector per value, e.g. a bit vector or (y, seed); needs --epsilon "
         "(the library's own) and --domain",
     )
     opt(
