@@ -133,15 +133,22 @@ class ScalarMechanism:
         bools read as 0/1; integer vectors stay int64 (a statistic then sees a seed exactly)."""
         try:
             arr = np.asarray(res)
-        except Exception as exc:  # noqa: BLE001 - ragged or exotic outputs
-            shapes = [_shape(r) for r in res] if not self.vectorized else []
-            for v, sh in zip(vals, shapes, strict=False):
-                if sh != shapes[0]:
+        except Exception as exc:  # noqa: BLE001 - nested ((bits, cohort)), ragged or exotic
+            if self.vectorized:
+                raise UserCodeError(
+                    f"{self.name} returned values that are not numbers: {exc}"
+                ) from exc
+            res = [_flat(r) for r in res]  # a tuple of arrays and numbers, read in order
+            for v, r in zip(vals, res, strict=True):
+                if len(r) != len(res[0]):
                     raise UserCodeError(
                         f"{self.name} must return the same number of values on every call: "
-                        f"{_count(shapes[0])} on input {vals[0]!r}, {_count(sh)} on input {v!r}"
+                        f"{_count(len(res[0]))} on input {vals[0]!r}, {_count(len(r))} on input "
+                        f"{v!r}"
                     ) from exc
-            raise UserCodeError(f"{self.name} returned values that are not numbers: {exc}") from exc
+            arr = np.asarray(res)
+        if arr.ndim > 2 and not self.vectorized:  # a nested vector per call, in order
+            arr = arr.reshape(len(arr), -1)
         width = arr.shape[1] if arr.ndim == 2 else 1
         if arr.dtype.kind not in "biuf" or arr.ndim not in (1, 2) or len(arr) != n or not width:
             for v, r in () if self.vectorized else zip(vals, res, strict=True):
@@ -258,15 +265,13 @@ def from_scalar(
     )
 
 
-def _shape(r: Any) -> tuple[int, ...] | None:
-    try:
-        return np.shape(r)
-    except ValueError:  # itself ragged
-        return None
+def _flat(r: Any) -> list[Any]:
+    if isinstance(r, np.ndarray):
+        return r.ravel().tolist()
+    if isinstance(r, (tuple, list)):
+        return [e for item in r for e in _flat(item)]
+    return [r]
 
 
-def _count(shape: tuple[int, ...] | None) -> str:
-    if shape is None or len(shape) > 1:
-        return f"a nested result ({shape})" if shape else "a ragged result"
-    k = shape[0] if shape else 1
+def _count(k: int) -> str:
     return f"{k} value{'' if k == 1 else 's'}"

@@ -325,3 +325,35 @@ def test_unequal_or_non_numeric_vectors_are_named():
     # a randomised-response bool reads as 0/1 (OpenDP's make_randomized_response_bool)
     flip = from_scalar(lambda v: bool(v), epsilon=1.0, domain=[0, 1])
     assert flip.privatize(np.array([[0.0], [1.0]]), rng).tolist() == [[0.0], [1.0]]
+
+
+def rappor_factory(f: float, clears: bool = True):
+    """Basic one-time RAPPOR of a value in 1..4 (a one-hot Bloom filter of 4 bits): a set bit
+    stays 1 w.p. 1 - f/2, a clear bit becomes 1 w.p. f/2; returns (bits, cohort) as pure-ldp's
+    client does. Claim 2 ln((1 - f/2) / (f/2)) (two bits differ). ``clears=False`` is
+    pure-ldp 1.2.0's ``RAPPORClient._perturb``: it never clears a set bit (true epsilon inf)."""
+
+    def make(g: np.random.Generator):
+        def privatise(v: int) -> tuple[list[int], int]:
+            u = g.random(4)
+            bits = [int(u[i] < f / 2 or (i == v - 1 and (u[i] < 1 - f / 2 or not clears)))
+                    for i in range(4)]  # fmt: skip
+            return bits, 0
+
+        return privatise
+
+    return make
+
+
+def test_a_nested_result_per_call_is_read_in_order():
+    """(bits, cohort) per call: flattened to 5 values. f = 0.5 claims 2 ln 3 = 2.197: the
+    correct client is not flagged (false failure <= 1e-7); the one that never clears a set bit
+    is refuted (its bit v - 1 is never 0 under v: bound about ln of 20,000 samples, far above)."""
+    claim = 2 * math.log(3.0)
+    ok = from_scalar(rappor_factory(0.5), epsilon=claim, domain=[1, 2], seeding="generator")
+    assert ok.privatize(np.array([[1.0]]), np.random.default_rng(0)).shape == (1, 5)
+    assert not audit(ok, samples=20_000, rng=0, confidence=STRICT).violation
+    bad = from_scalar(rappor_factory(0.5, clears=False), epsilon=claim, domain=[1, 2],
+                      seeding="generator")  # fmt: skip
+    r = audit(bad, samples=20_000, rng=0)
+    assert r.violation and r.epsilon_lower_bound > 5.0, r.summary()
