@@ -41,7 +41,8 @@ class ScalarMechanism:
     """A scalar mechanism seen through the batched ``privatize(x, rng)`` interface.
 
     Build it with :func:`from_scalar`. Inputs have shape (n, 1); each row is one call of the
-    wrapped function; outputs have shape (n, 1), float64.
+    wrapped function; outputs have shape (n, 1), float64, or (n, m) when every call returns a
+    vector of m real numbers (int64 when they are integers).
 
     Attributes:
         epsilon: the library's claimed epsilon (passed through).
@@ -96,7 +97,8 @@ class ScalarMechanism:
         return out
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
-        """Call the wrapped function on every row of ``x`` (n, 1); returns (n, 1) float64."""
+        """Call the wrapped function on every row of ``x`` (n, 1); returns (n, 1) float64, or
+        (n, m) for a function returning m values per call."""
         rng = check_rng(rng)
         xb = np.asarray(x, dtype=np.float64)
         if xb.ndim != 2 or xb.shape[1] != 1:
@@ -123,24 +125,49 @@ class ScalarMechanism:
             if not self.vectorized:
                 on = f"input {vals[len(res)]!r}"
             raise UserCodeError(f"{self.name} raised {type(exc).__name__} on {on}: {exc}") from exc
+        return self._outputs(res, vals, values.shape[0])
+
+    def _outputs(self, res: Any, vals: list[Any], n: int) -> np.ndarray:
+        """The calls' results as an (n, m) array: one real number (m = 1, float64) or one
+        fixed-length vector of them (a tuple such as ``(y, seed)``, a bit vector) per input;
+        bools read as 0/1; integer vectors stay int64 (a statistic then sees a seed exactly)."""
         try:
             arr = np.asarray(res)
-        except Exception as exc:  # noqa: BLE001 - ragged or exotic outputs
-            raise UserCodeError(f"{self.name} returned values that are not numbers: {exc}") from exc
-        kinds = "biuf" if self.vectorized else "iuf"  # a vectorized bit-flip may return bools
-        if arr.dtype.kind not in kinds or arr.shape != values.shape:
-            pairs = () if self.vectorized else zip(vals, res, strict=True)
-            for v, r in pairs:
-                if isinstance(r, bool) or not isinstance(r, numbers.Real):
+        except Exception as exc:  # noqa: BLE001 - nested ((bits, cohort)), ragged or exotic
+            if self.vectorized:
+                raise UserCodeError(
+                    f"{self.name} returned values that are not numbers: {exc}"
+                ) from exc
+            res = [_flat(r) for r in res]  # a tuple of arrays and numbers, read in order
+            for v, r in zip(vals, res, strict=True):
+                if len(r) != len(res[0]):
                     raise UserCodeError(
-                        f"{self.name} must return a real number, got {r!r} "
-                        f"({type(r).__name__}) on input {v!r}"
-                    )
+                        f"{self.name} must return the same number of values on every call: "
+                        f"{_count(len(res[0]))} on input {vals[0]!r}, {_count(len(r))} on input "
+                        f"{v!r}"
+                    ) from exc
+            arr = np.asarray(res)
+        if arr.ndim > 2 and not self.vectorized:  # a nested vector per call, in order
+            arr = arr.reshape(len(arr), -1)
+        width = arr.shape[1] if arr.ndim == 2 else 1
+        if arr.dtype.kind not in "biuf" or arr.ndim not in (1, 2) or len(arr) != n or not width:
+            for v, r in () if self.vectorized else zip(vals, res, strict=True):
+                for e in r if isinstance(r, (tuple, list, np.ndarray)) else (r,):
+                    if not isinstance(e, (numbers.Real, np.bool_)):
+                        raise UserCodeError(
+                            f"{self.name} must return a real number, got {r!r} "
+                            f"({type(r).__name__}) on input {v!r} (or a fixed-length vector of "
+                            "real numbers on every call)"
+                        )
             raise UserCodeError(
                 f"{self.name} must return one real number per input, got dtype {arr.dtype}, "
-                f"shape {arr.shape} for {values.shape[0]} inputs"
+                f"shape {arr.shape} for {n} inputs (or one fixed-length vector of real numbers "
+                "per input)"
             )
-        return arr.astype(np.float64)[:, None]
+        if arr.ndim == 1:
+            return arr.astype(np.float64)[:, None]
+        exact = arr.dtype.kind == "i" or (arr.dtype.kind == "u" and not (arr >= 2**63).any())
+        return arr.astype(np.int64 if exact else np.float64)
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
@@ -236,3 +263,15 @@ def from_scalar(
         vectorized=vectorized,
         integer_inputs=integer_inputs,
     )
+
+
+def _flat(r: Any) -> list[Any]:
+    if isinstance(r, np.ndarray):
+        return r.ravel().tolist()
+    if isinstance(r, (tuple, list)):
+        return [e for item in r for e in _flat(item)]
+    return [r]
+
+
+def _count(k: int) -> str:
+    return f"{k} value{'' if k == 1 else 's'}"

@@ -48,7 +48,7 @@ from ldp_audit.cli.types import (
 from ldp_audit.config import unique_keys
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.limits import check_resources
-from ldp_audit.parse import parse_real
+from ldp_audit.parse import parse_real, real_in
 from ldp_audit.stats import check_delta_range
 from ldp_audit.training.sizes import audit_probe_estimates
 
@@ -123,8 +123,11 @@ def register(subparsers: Any) -> None:
         "required unless --run-dir",
     )
     opt = functools.partial(p.add_argument, default=argparse.SUPPRESS)  # "not given"
-    eps_help = "claimed epsilon (built-ins; gaussian: calibrates sigma unless --sigma is given)"
-    add_real(opt, "--epsilon", help=eps_help)
+    eps_help = (
+        "claimed epsilon (built-ins, > 0; gaussian: calibrates sigma unless --sigma is given; "
+        "--scalar: the library's own, >= 0, e.g. 0 for a (0, delta) mechanism)"
+    )
+    opt("--epsilon", type=real_in("--epsilon", low=0.0, low_open=False), help=eps_help)
     add_real(opt, "--clip", help="clip bound C (1 when omitted)")
     add_real(opt, "--sigma", help="gaussian: noise standard deviation")
     add_real(opt, "--delta", 1.0, help="gaussian: the delta of the claim (1e-5 when omitted)")
@@ -150,7 +153,8 @@ def register(subparsers: Any) -> None:
     add_flags(
         p,
         scalar="MODULE:ATTR is a scalar value -> value function of another library (or, with "
-        "--seeding, a factory taking the randomness and returning one); needs --epsilon "
+        "--seeding, a factory taking the randomness and returning one); it may return a "
+        "fixed-length vector per value, e.g. a bit vector or (y, seed); needs --epsilon "
         "(the library's own) and --domain",
     )
     opt(
@@ -365,6 +369,10 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     _refuse(
         given, uses, f"cannot be used with --mechanism {name} (it uses {_options(sorted(uses))})"
     )
+    if getattr(args, "epsilon", None) == 0.0:  # 0 is a claim only a --scalar library makes
+        raise InvalidParameterError(
+            f"--epsilon must be a finite number in (0, inf) for --mechanism {name}, got 0"
+        )
     from ldp_audit import mechanisms as mech
 
     clip = getattr(args, "clip", 1.0)
