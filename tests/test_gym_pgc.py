@@ -637,3 +637,62 @@ def test_a_diverging_acrobot_step_is_refused_not_a_hang(dt: float) -> None:
     with pytest.raises(InvalidParameterError, match=rf"row 1, dt={dt!r}"):
         for _ in range(30):
             env.step(np.array([0, 2]))
+
+
+class FragileCartPole(CartPoleEnv):
+    """CartPole whose own code raises: in ``close``, in a property, or in a ``__setattr__``
+    that refuses a large ``force_mag`` once the env has been reset (so the probe, which sets
+    before its reset, passes, and training, which sets between episodes, fails)."""
+
+    def __init__(self, fail: str = "close") -> None:
+        self.fail, self.was_reset = fail, False
+        super().__init__()
+
+    def reset(self, *, seed=None, options=None):
+        self.was_reset = True
+        return super().reset(seed=seed, options=options)
+
+    def close(self) -> None:
+        if self.fail == "close":
+            raise RuntimeError("the user's close broke")
+
+    @property
+    def broken(self) -> float:
+        raise RuntimeError("the user's property broke")
+
+    def __setattr__(self, key, value) -> None:
+        if key == "force_mag" and self.fail == "setattr" and self.was_reset and value > 10:
+            raise ValueError("force_mag must stay <= 10 once reset")
+        super().__setattr__(key, value)
+
+
+for _fail in ("close", "property", "setattr"):
+    if f"TestFragile-{_fail}-v0" not in gym.registry:
+        gym.register(f"TestFragile-{_fail}-v0", entry_point=f"{__name__}:FragileCartPole",
+                     kwargs={"fail": _fail}, max_episode_steps=50)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fail", "param", "match"),
+    [("close", "force_mag=5,20", r"'TestFragile-close-v0' raised RuntimeError in close: the "
+      "user's close broke"),
+     ("property", "broken=1,2", r"raised RuntimeError in reading 'broken': the user's property"),
+     ("property", "nosuch=1,2", r"'nosuch' is not an attribute of FragileCartPole .*'force_mag'"),
+     ("setattr", "force_mag=5,20", r"raised ValueError in setting force_mag=20\.0: force_mag "
+      "must stay")],
+)  # fmt: skip
+def test_a_user_env_raising_in_close_a_property_or_a_set_is_named_exit_2(
+    tmp_path, capsys, fail, param, match
+) -> None:
+    """Each was "a bug in ldp-audit" (exit 3, traceback): a ``close`` that raises (after the
+    check), a property that raises (read as the parameter, or by the listing of numeric
+    attributes for a name that is not there), a set that raises in training."""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", f"TestFragile-{fail}-v0", "--private-param", param,
+            "--mechanism", "none", "--max-submissions", "40", "--out", str(run),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err, err
+    if fail == "setattr":  # failed in training: the run directory says so
+        assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"

@@ -26,6 +26,7 @@ row its value:
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import sys
 import warnings
@@ -42,7 +43,7 @@ from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ldp_audit.errors import InvalidParameterError, UserCodeError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
 __all__ = [
     "EnvInfo",
@@ -87,6 +88,7 @@ POSITIVE_PARAMS = {
     "AcrobotEnv": ACROBOT_PARAMS,
     "MountainCarEnv": ("force", "gravity", "max_speed"),
 }
+_MISSING = object()  # getattr's default: the attribute is not there
 #: CartPole's quantities derived in its constructor from the ones a user sets.
 _CARTPOLE_DERIVED = {
     "total_mass": lambda e: e.masspole + e.masscart,
@@ -136,6 +138,18 @@ def import_env_module(env_module: str | None) -> None:
         raise InvalidParameterError(
             f"env_module: cannot import {env_module!r} ({type(exc).__name__}: {exc})"
         ) from None
+
+
+def _user(env_id: str, what: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, the user's env code (its constructor, reset, step, close, an attribute read
+    or set): whatever it raises is an input error naming the env and the call (exit 2), never
+    reported as a bug of this toolkit (a raising ``close`` or property was: exit 3)."""
+    try:
+        return fn(*args)
+    except LdpAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything the env's code raises
+        raise UserCodeError(f"env {env_id!r} raised {type(exc).__name__} in {what}: {exc}") from exc
 
 
 def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
@@ -254,14 +268,11 @@ def check_private_param(
             f"env: unknown Gymnasium environment id {env_id!r}: {exc}{hint}"
         ) from None
     vals = check_candidates(name, values)
+    env = _user(env_id, "make", _make, env_id, max_episode_steps)
     try:
-        env = _make(env_id, max_episode_steps)
-    except Exception as exc:  # noqa: BLE001 - user env constructors may raise anything
-        raise InvalidParameterError(
-            f"env {env_id!r} cannot be made ({type(exc).__name__}: {exc})"
-        ) from None
-    try:
-        a_space, o_space = env.action_space, env.observation_space
+        a_space, o_space = _user(
+            env_id, "its spaces", lambda: (env.action_space, env.observation_space)
+        )
         if not isinstance(a_space, gym.spaces.Discrete):
             raise InvalidParameterError(
                 f"env {env_id!r} has action space {a_space}: continuous and other non-Discrete "
@@ -273,8 +284,9 @@ def check_private_param(
                 "least one number: the network reads nothing else) are supported"
             )
         u = env.unwrapped
-        if not hasattr(u, name):
-            public = sorted(k for k in dir(u) if k[0] != "_" and _is_number(getattr(u, k, None)))
+        if (cur := _user(env_id, f"reading {name!r}", getattr, u, name, _MISSING)) is _MISSING:
+            num = [k for k in dir(u) if _is_number(inspect.getattr_static(u, k, None))]
+            public = sorted(k for k in num if k[0] != "_")  # getattr_static: no property is run
             raise InvalidParameterError(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
                 f"(env {env_id!r}); numeric attributes there: {public}"
@@ -284,7 +296,7 @@ def check_private_param(
                 f"private parameter {name!r} of CartPole is derived from masspole, masscart and "
                 "length (recomputed after every set): make one of those the private parameter"
             )
-        if not _is_number(cur := getattr(u, name)):
+        if not _is_number(cur):
             raise InvalidParameterError(
                 f"private parameter {name!r} of {type(u).__name__} is not numeric "
                 f"(it is {cur!r}, {type(cur).__name__})"
@@ -303,7 +315,7 @@ def check_private_param(
             native=_is_native(env_id, env, name),
         )
     finally:
-        env.close()
+        _user(env_id, "close", env.close)
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
         # the first candidate twice: a difference there is the env's own unseeded noise
@@ -591,9 +603,13 @@ class SyncParamVectorEnv(ParamVectorEnv):
     def __init__(
         self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
     ) -> None:
-        self.inner = SyncVectorEnv(
-            [lambda: _make(env_id, max_episode_steps)] * n,
-            autoreset_mode=AutoresetMode.DISABLED,
+        self.inner = _user(
+            env_id,
+            "make",
+            lambda: SyncVectorEnv(
+                [lambda: _make(env_id, max_episode_steps)] * n,
+                autoreset_mode=AutoresetMode.DISABLED,
+            ),
         )
         self.num_envs = n
         for k in (*_SPACES, "metadata"):
@@ -605,20 +621,20 @@ class SyncParamVectorEnv(ParamVectorEnv):
 
     def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
-            _set_param(self._unwrapped[r], self.param, float(v))
+            set_ = f"setting {self.param}={v!r}"
+            _user(self.env_id, set_, _set_param, self._unwrapped[r], self.param, float(v))
             self.values[r] = v
 
     def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
         """The user's env code: its failure, or a non-finite observation or reward, is an
         input error naming the env (never reported as a bug of this toolkit)."""
-        try:
+
+        def run() -> tuple:
             out = fn(*args, **kw)
             obs = np.asarray(out[0], dtype=np.float64).reshape(self.num_envs, -1)
-            rew = np.asarray(out[1], dtype=np.float64) if what == "step" else np.zeros(1)
-        except Exception as exc:  # noqa: BLE001 - anything the env's code raises
-            raise UserCodeError(
-                f"env {self.env_id!r} raised {type(exc).__name__} in {what}: {exc}"
-            ) from exc
+            return out, obs, np.asarray(out[1], np.float64) if what == "step" else np.zeros(1)
+
+        out, obs, rew = _user(self.env_id, what, run)
         bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
@@ -643,7 +659,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
         return obs, np.asarray(rew, float), np.asarray(term, bool), np.asarray(trunc, bool), info
 
     def close(self, **kwargs: Any) -> None:
-        self.inner.close()
+        _user(self.env_id, "close", self.inner.close)
 
 
 def make_param_vector_env(
