@@ -696,3 +696,12 @@ def test_a_user_env_raising_in_close_a_property_or_a_set_is_named_exit_2(
     assert re.search(match, err) and "Traceback" not in err, err
     if fail == "setattr":  # failed in training: the run directory says so
         assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_the_probe_runs_the_episodes_that_train() -> None:
+    """MountainCar's goal_position acts only where the car reaches the goal: over 20-step
+    episodes (--episode-steps 20) it never does, but the native batch's probe ran 200-step
+    episodes, accepted it, and the attack reported chance (0.550 [0.385, 0.707], 40 agents)."""
+    check_private_param("MountainCar-v0", "goal_position", [0.45, 0.5])  # 200 steps: acts
+    with pytest.raises(InvalidParameterError, match=r"'goal_position' has no effect"):
+        check_private_param("MountainCar-v0", "goal_position", [0.45, 0.5], max_episode_steps=20)

@@ -345,15 +345,16 @@ def _probe_steps(
 ) -> np.ndarray:
     """The env with ``value`` set, reset (seed 0) and stepped; returns the trace (observations,
     rewards, terminations, truncations). The first :data:`PROBE_STEPS` actions cycle; then each
-    odd episode (at most :data:`NO_EFFECT_EPISODE` steps) pushes by the sign of one observation
-    coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
-    velocity this is the policy that reaches the goal), each even one draws from a fixed
-    generator: the same actions for every candidate."""
+    odd episode (at most :data:`NO_EFFECT_EPISODE` steps, or ``max_episode_steps`` where fewer:
+    the episodes that train; a native batch has no time limit of its own) pushes by the sign of
+    one observation coordinate in turn (the first action when it is <= 0, the last when > 0: on
+    MountainCar's velocity this is the policy that reaches the goal), each even one draws from a
+    fixed generator: the same actions for every candidate."""
     env_id, row = info.env_id, np.zeros(1, np.int64)
     # one row of the batch that trains (Gymnasium's Python Acrobot never returned from ``wrap``
     # on a diverged state, dt=50; the compiled batch refuses it)
     env = make_param_vector_env(info, name, 1, max_episode_steps=max_episode_steps)
-    rng = np.random.default_rng(0)
+    rng, cap = np.random.default_rng(0), min(NO_EFFECT_EPISODE, max_episode_steps or math.inf)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
@@ -372,7 +373,7 @@ def _probe_steps(
                 obs, r, term, trunc, _ = env.step(row + action)
                 o = np.asarray(obs, np.float64).ravel()
                 trace.append(np.concatenate([o, r, term, trunc]))
-                if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
+                if term or trunc or k + 1 - start >= cap:
                     o = np.asarray(env.reset(seed=[k + 1])[0], np.float64).ravel()
                     trace.append(o)
                     episode, start = episode + 1, k + 1
