@@ -705,3 +705,12 @@ def test_the_probe_runs_the_episodes_that_train() -> None:
     check_private_param("MountainCar-v0", "goal_position", [0.45, 0.5])  # 200 steps: acts
     with pytest.raises(InvalidParameterError, match=r"'goal_position' has no effect"):
         check_private_param("MountainCar-v0", "goal_position", [0.45, 0.5], max_episode_steps=20)
+
+
+def test_two_candidates_the_probe_cannot_tell_apart_are_refused() -> None:
+    """MountainCar's max_speed 0.07 and 0.14 (no speed reached is above 0.07) gave the same
+    trace; with 0.035 beside them the parameter had an effect and was accepted, so the leakage
+    benchmark read a 2-way distinction against a 3-way chance (0.483 vs 1/3, at most 2/3)."""
+    with pytest.raises(InvalidParameterError, match=r"candidates 0\.07 and 0\.14 give the same"):
+        check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07, 0.14])
+    assert check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07])[1] == (0.035, 0.07)

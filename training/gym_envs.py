@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import itertools
 import math
 import sys
 import warnings
@@ -250,7 +251,9 @@ def check_private_param(
     effect is refused: every candidate gives the same trace (observations, rewards,
     terminations; same seeds and actions) over the probe and again over longer episodes
     (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``; so
-    is an env whose trace differs between two probes of the first candidate (unseeded noise).
+    are two candidates with the same trace there (no attack can tell them apart: MountainCar's
+    ``max_speed`` 0.07 and 0.14, no speed reached is above 0.07), and an env whose trace differs
+    between two probes of the first candidate (unseeded noise).
 
     Returns:
         ``(EnvInfo, values as floats)``.
@@ -327,8 +330,20 @@ def check_private_param(
                 f"{name!r}'s effect from noise; draw the env's randomness from self.np_random "
                 "(Gymnasium's seeding)"
             )
-        if any(not np.array_equal(t, traces[0]) for t in traces[2:]):
+        pairs = itertools.combinations(range(len(vals)), 2)  # traces[i + 1]: vals[i]'s
+        same = [
+            (vals[i], vals[j]) for i, j in pairs if np.array_equal(traces[i + 1], traces[j + 1])
+        ]
+        if not same:
             return info, vals
+    if len(same) < len(vals) * (len(vals) - 1) // 2:  # some candidates differ: not all alike
+        raise InvalidParameterError(
+            f"private parameter {name!r} of env {env_id!r}: candidates {same[0][0]!r} and "
+            f"{same[0][1]!r} give the same observations, rewards and terminations over {long} "
+            "probe steps (same seeds, same actions), so no attack can tell them apart (a "
+            "parameter that acts only in states these steps never reach: a speed cap above the "
+            "speeds reached); give candidates that act differently in the states reached"
+        )
     raise InvalidParameterError(
         f"private parameter {name!r} has no effect on env {env_id!r}: every candidate "
         f"{list(vals)} gives the same observations, rewards and terminations over "
