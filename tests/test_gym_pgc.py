@@ -637,3 +637,80 @@ def test_a_diverging_acrobot_step_is_refused_not_a_hang(dt: float) -> None:
     with pytest.raises(InvalidParameterError, match=rf"row 1, dt={dt!r}"):
         for _ in range(30):
             env.step(np.array([0, 2]))
+
+
+class FragileCartPole(CartPoleEnv):
+    """CartPole whose own code raises: in ``close``, in a property, or in a ``__setattr__``
+    that refuses a large ``force_mag`` once the env has been reset (so the probe, which sets
+    before its reset, passes, and training, which sets between episodes, fails)."""
+
+    def __init__(self, fail: str = "close") -> None:
+        self.fail, self.was_reset = fail, False
+        super().__init__()
+
+    def reset(self, *, seed=None, options=None):
+        self.was_reset = True
+        return super().reset(seed=seed, options=options)
+
+    def close(self) -> None:
+        if self.fail == "close":
+            raise RuntimeError("the user's close broke")
+
+    @property
+    def broken(self) -> float:
+        raise RuntimeError("the user's property broke")
+
+    def __setattr__(self, key, value) -> None:
+        if key == "force_mag" and self.fail == "setattr" and self.was_reset and value > 10:
+            raise ValueError("force_mag must stay <= 10 once reset")
+        super().__setattr__(key, value)
+
+
+for _fail in ("close", "property", "setattr"):
+    if f"TestFragile-{_fail}-v0" not in gym.registry:
+        gym.register(f"TestFragile-{_fail}-v0", entry_point=f"{__name__}:FragileCartPole",
+                     kwargs={"fail": _fail}, max_episode_steps=50)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fail", "param", "match"),
+    [("close", "force_mag=5,20", r"'TestFragile-close-v0' raised RuntimeError in close: the "
+      "user's close broke"),
+     ("property", "broken=1,2", r"raised RuntimeError in reading 'broken': the user's property"),
+     ("property", "nosuch=1,2", r"'nosuch' is not an attribute of FragileCartPole .*'force_mag'"),
+     ("setattr", "force_mag=5,20", r"raised ValueError in setting force_mag=20\.0: force_mag "
+      "must stay")],
+)  # fmt: skip
+def test_a_user_env_raising_in_close_a_property_or_a_set_is_named_exit_2(
+    tmp_path, capsys, fail, param, match
+) -> None:
+    """Each was "a bug in ldp-audit" (exit 3, traceback): a ``close`` that raises (after the
+    check), a property that raises (read as the parameter, or by the listing of numeric
+    attributes for a name that is not there), a set that raises in training."""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", f"TestFragile-{fail}-v0", "--private-param", param,
+            "--mechanism", "none", "--max-submissions", "40", "--out", str(run),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err, err
+    if fail == "setattr":  # failed in training: the run directory says so
+        assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_the_probe_runs_the_episodes_that_train() -> None:
+    """MountainCar's goal_position acts only where the car reaches the goal: over 20-step
+    episodes (--episode-steps 20) it never does, but the native batch's probe ran 200-step
+    episodes, accepted it, and the attack reported chance (0.550 [0.385, 0.707], 40 agents)."""
+    check_private_param("MountainCar-v0", "goal_position", [0.45, 0.5])  # 200 steps: acts
+    with pytest.raises(InvalidParameterError, match=r"'goal_position' has no effect"):
+        check_private_param("MountainCar-v0", "goal_position", [0.45, 0.5], max_episode_steps=20)
+
+
+def test_two_candidates_the_probe_cannot_tell_apart_are_refused() -> None:
+    """MountainCar's max_speed 0.07 and 0.14 (no speed reached is above 0.07) gave the same
+    trace; with 0.035 beside them the parameter had an effect and was accepted, so the leakage
+    benchmark read a 2-way distinction against a 3-way chance (0.483 vs 1/3, at most 2/3)."""
+    with pytest.raises(InvalidParameterError, match=r"candidates 0\.07 and 0\.14 give the same"):
+        check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07, 0.14])
+    assert check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07])[1] == (0.035, 0.07)

@@ -26,6 +26,8 @@ row its value:
 from __future__ import annotations
 
 import importlib
+import inspect
+import itertools
 import math
 import sys
 import warnings
@@ -42,7 +44,7 @@ from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ldp_audit.errors import InvalidParameterError, UserCodeError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
 __all__ = [
     "EnvInfo",
@@ -87,6 +89,7 @@ POSITIVE_PARAMS = {
     "AcrobotEnv": ACROBOT_PARAMS,
     "MountainCarEnv": ("force", "gravity", "max_speed"),
 }
+_MISSING = object()  # getattr's default: the attribute is not there
 #: CartPole's quantities derived in its constructor from the ones a user sets.
 _CARTPOLE_DERIVED = {
     "total_mass": lambda e: e.masspole + e.masscart,
@@ -136,6 +139,18 @@ def import_env_module(env_module: str | None) -> None:
         raise InvalidParameterError(
             f"env_module: cannot import {env_module!r} ({type(exc).__name__}: {exc})"
         ) from None
+
+
+def _user(env_id: str, what: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, the user's env code (its constructor, reset, step, close, an attribute read
+    or set): whatever it raises is an input error naming the env and the call (exit 2), never
+    reported as a bug of this toolkit (a raising ``close`` or property was: exit 3)."""
+    try:
+        return fn(*args)
+    except LdpAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything the env's code raises
+        raise UserCodeError(f"env {env_id!r} raised {type(exc).__name__} in {what}: {exc}") from exc
 
 
 def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
@@ -236,7 +251,9 @@ def check_private_param(
     effect is refused: every candidate gives the same trace (observations, rewards,
     terminations; same seeds and actions) over the probe and again over longer episodes
     (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``; so
-    is an env whose trace differs between two probes of the first candidate (unseeded noise).
+    are two candidates with the same trace there (no attack can tell them apart: MountainCar's
+    ``max_speed`` 0.07 and 0.14, no speed reached is above 0.07), and an env whose trace differs
+    between two probes of the first candidate (unseeded noise).
 
     Returns:
         ``(EnvInfo, values as floats)``.
@@ -254,14 +271,11 @@ def check_private_param(
             f"env: unknown Gymnasium environment id {env_id!r}: {exc}{hint}"
         ) from None
     vals = check_candidates(name, values)
+    env = _user(env_id, "make", _make, env_id, max_episode_steps)
     try:
-        env = _make(env_id, max_episode_steps)
-    except Exception as exc:  # noqa: BLE001 - user env constructors may raise anything
-        raise InvalidParameterError(
-            f"env {env_id!r} cannot be made ({type(exc).__name__}: {exc})"
-        ) from None
-    try:
-        a_space, o_space = env.action_space, env.observation_space
+        a_space, o_space = _user(
+            env_id, "its spaces", lambda: (env.action_space, env.observation_space)
+        )
         if not isinstance(a_space, gym.spaces.Discrete):
             raise InvalidParameterError(
                 f"env {env_id!r} has action space {a_space}: continuous and other non-Discrete "
@@ -273,8 +287,9 @@ def check_private_param(
                 "least one number: the network reads nothing else) are supported"
             )
         u = env.unwrapped
-        if not hasattr(u, name):
-            public = sorted(k for k in dir(u) if k[0] != "_" and _is_number(getattr(u, k, None)))
+        if (cur := _user(env_id, f"reading {name!r}", getattr, u, name, _MISSING)) is _MISSING:
+            num = [k for k in dir(u) if _is_number(inspect.getattr_static(u, k, None))]
+            public = sorted(k for k in num if k[0] != "_")  # getattr_static: no property is run
             raise InvalidParameterError(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
                 f"(env {env_id!r}); numeric attributes there: {public}"
@@ -284,7 +299,7 @@ def check_private_param(
                 f"private parameter {name!r} of CartPole is derived from masspole, masscart and "
                 "length (recomputed after every set): make one of those the private parameter"
             )
-        if not _is_number(cur := getattr(u, name)):
+        if not _is_number(cur):
             raise InvalidParameterError(
                 f"private parameter {name!r} of {type(u).__name__} is not numeric "
                 f"(it is {cur!r}, {type(cur).__name__})"
@@ -303,7 +318,7 @@ def check_private_param(
             native=_is_native(env_id, env, name),
         )
     finally:
-        env.close()
+        _user(env_id, "close", env.close)
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
         # the first candidate twice: a difference there is the env's own unseeded noise
@@ -315,8 +330,20 @@ def check_private_param(
                 f"{name!r}'s effect from noise; draw the env's randomness from self.np_random "
                 "(Gymnasium's seeding)"
             )
-        if any(not np.array_equal(t, traces[0]) for t in traces[2:]):
+        pairs = itertools.combinations(range(len(vals)), 2)  # traces[i + 1]: vals[i]'s
+        same = [
+            (vals[i], vals[j]) for i, j in pairs if np.array_equal(traces[i + 1], traces[j + 1])
+        ]
+        if not same:
             return info, vals
+    if len(same) < len(vals) * (len(vals) - 1) // 2:  # some candidates differ: not all alike
+        raise InvalidParameterError(
+            f"private parameter {name!r} of env {env_id!r}: candidates {same[0][0]!r} and "
+            f"{same[0][1]!r} give the same observations, rewards and terminations over {long} "
+            "probe steps (same seeds, same actions), so no attack can tell them apart (a "
+            "parameter that acts only in states these steps never reach: a speed cap above the "
+            "speeds reached); give candidates that act differently in the states reached"
+        )
     raise InvalidParameterError(
         f"private parameter {name!r} has no effect on env {env_id!r}: every candidate "
         f"{list(vals)} gives the same observations, rewards and terminations over "
@@ -333,15 +360,16 @@ def _probe_steps(
 ) -> np.ndarray:
     """The env with ``value`` set, reset (seed 0) and stepped; returns the trace (observations,
     rewards, terminations, truncations). The first :data:`PROBE_STEPS` actions cycle; then each
-    odd episode (at most :data:`NO_EFFECT_EPISODE` steps) pushes by the sign of one observation
-    coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
-    velocity this is the policy that reaches the goal), each even one draws from a fixed
-    generator: the same actions for every candidate."""
+    odd episode (at most :data:`NO_EFFECT_EPISODE` steps, or ``max_episode_steps`` where fewer:
+    the episodes that train; a native batch has no time limit of its own) pushes by the sign of
+    one observation coordinate in turn (the first action when it is <= 0, the last when > 0: on
+    MountainCar's velocity this is the policy that reaches the goal), each even one draws from a
+    fixed generator: the same actions for every candidate."""
     env_id, row = info.env_id, np.zeros(1, np.int64)
     # one row of the batch that trains (Gymnasium's Python Acrobot never returned from ``wrap``
     # on a diverged state, dt=50; the compiled batch refuses it)
     env = make_param_vector_env(info, name, 1, max_episode_steps=max_episode_steps)
-    rng = np.random.default_rng(0)
+    rng, cap = np.random.default_rng(0), min(NO_EFFECT_EPISODE, max_episode_steps or math.inf)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
@@ -360,7 +388,7 @@ def _probe_steps(
                 obs, r, term, trunc, _ = env.step(row + action)
                 o = np.asarray(obs, np.float64).ravel()
                 trace.append(np.concatenate([o, r, term, trunc]))
-                if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
+                if term or trunc or k + 1 - start >= cap:
                     o = np.asarray(env.reset(seed=[k + 1])[0], np.float64).ravel()
                     trace.append(o)
                     episode, start = episode + 1, k + 1
@@ -591,9 +619,13 @@ class SyncParamVectorEnv(ParamVectorEnv):
     def __init__(
         self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
     ) -> None:
-        self.inner = SyncVectorEnv(
-            [lambda: _make(env_id, max_episode_steps)] * n,
-            autoreset_mode=AutoresetMode.DISABLED,
+        self.inner = _user(
+            env_id,
+            "make",
+            lambda: SyncVectorEnv(
+                [lambda: _make(env_id, max_episode_steps)] * n,
+                autoreset_mode=AutoresetMode.DISABLED,
+            ),
         )
         self.num_envs = n
         for k in (*_SPACES, "metadata"):
@@ -605,20 +637,20 @@ class SyncParamVectorEnv(ParamVectorEnv):
 
     def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
-            _set_param(self._unwrapped[r], self.param, float(v))
+            set_ = f"setting {self.param}={v!r}"
+            _user(self.env_id, set_, _set_param, self._unwrapped[r], self.param, float(v))
             self.values[r] = v
 
     def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
         """The user's env code: its failure, or a non-finite observation or reward, is an
         input error naming the env (never reported as a bug of this toolkit)."""
-        try:
+
+        def run() -> tuple:
             out = fn(*args, **kw)
             obs = np.asarray(out[0], dtype=np.float64).reshape(self.num_envs, -1)
-            rew = np.asarray(out[1], dtype=np.float64) if what == "step" else np.zeros(1)
-        except Exception as exc:  # noqa: BLE001 - anything the env's code raises
-            raise UserCodeError(
-                f"env {self.env_id!r} raised {type(exc).__name__} in {what}: {exc}"
-            ) from exc
+            return out, obs, np.asarray(out[1], np.float64) if what == "step" else np.zeros(1)
+
+        out, obs, rew = _user(self.env_id, what, run)
         bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
@@ -643,7 +675,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
         return obs, np.asarray(rew, float), np.asarray(term, bool), np.asarray(trunc, bool), info
 
     def close(self, **kwargs: Any) -> None:
-        self.inner.close()
+        _user(self.env_id, "close", self.inner.close)
 
 
 def make_param_vector_env(
