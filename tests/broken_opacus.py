@@ -61,7 +61,13 @@ and one missed in stop 46, flagged since by the shift test (docs/opacus.md "Cove
 and one missed in session 47's probe, flagged since by the same-values test:
 
 * :class:`NoisePermutedAtLag`: every 8th update's noise a random permutation of the noise of
-  the update 4 before.
+  the update 4 before;
+
+and one missed in session 47's probe, flagged since by the clipping probe:
+
+* :class:`LastGroupUnclipped`: the per-sample norms and clipping over every parameter group
+  but the last (a head trained at its own learning rate), whose per-sample gradients are
+  summed unclipped.
 """
 
 from __future__ import annotations
@@ -436,13 +442,30 @@ class NoisePermutedAtLag(DPOptimizer):
         )
 
 
+class LastGroupUnclipped(DPOptimizer):
+    """Per-sample clipping of every parameter group but the last; the last group's per-sample
+    gradients summed unclipped (no canary coordinate lies in a small head)."""
+
+    def clip_and_accumulate(self) -> None:
+        last = {id(p) for p in self.original_optimizer.param_groups[-1]["params"]}
+        gs = [self._get_flat_grad_sample(p) for p in self.params]
+        clipped = [id(p) not in last for p in self.params]
+        norms = torch.stack(
+            [g.flatten(1).norm(dim=1) for g, c in zip(gs, clipped, strict=True) if c], 1
+        )
+        factor = (self.max_grad_norm / (norms.norm(dim=1) + 1e-6)).clamp(max=1.0)
+        for p, g, c in zip(self.params, gs, clipped, strict=True):
+            s = torch.einsum("i,i...", factor, g) if c else g.sum(dim=0)
+            p.summed_grad = s if p.summed_grad is None else p.summed_grad + s
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
     "no update charged": (NeverCharged, "ledger"),
     "aggregate clipped instead of each sample": (AggregateClipping, "contribution"),
     "noise scaled down by the batch size": (NoiseScaledByBatch, "noise"),
-    "per-layer clipping": (PerLayerClipping, "contribution"),
+    "per-layer clipping": (PerLayerClipping, "clipping"),  # and contribution
     "ledger charged with twice the real noise multiplier": (NoiseHalfTheCharged, "noise"),
     "clipping after the noise": (ClipAfterNoise, "noise"),
     "biases released without noise": (BiasesUnnoised, "noise"),

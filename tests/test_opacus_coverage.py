@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from opacus.optimizers import DPOptimizer
 from scipy.stats import binom
 
 from ldp_audit.attacks.one_run_noise import (
@@ -31,7 +32,7 @@ from ldp_audit.attacks.one_run_noise import (
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit, noise_sketch
-from tests.broken_opacus import BROKEN, NoisePoolOverlap
+from tests.broken_opacus import BROKEN, LastGroupUnclipped, NoisePoolOverlap
 from tests.opacus_loop import audited_run, make_loop, train
 
 torch.set_num_threads(1)
@@ -707,3 +708,33 @@ def test_same_values_test_holds_its_level_on_exact_noise() -> None:
     assert same["rejected"] and same["pair"] == [10, 40] and same["min_gap"] < same["gap"]
     same = same_values_test(np.ones((5, 1)), [1], sigma=1.0, confidence=0.9)
     assert same["p_value"] is None  # fewer than 3 coordinates an update: not run
+
+
+def test_a_parameter_group_left_unclipped_is_flagged_by_the_clipping_probe(
+    tmp_path: Path,
+) -> None:
+    """Session 47 probe: per-sample clipping of the body only, the head (a second parameter
+    group, 66 entries, no canary coordinate) summed unclipped, read consistent (every test p
+    >= 0.6). At finish the optimizer's own clip_and_accumulate clips one public row of norm
+    10 C per tensor and one over all: the head's row comes out at 10 C. The correct optimizer
+    on the same two groups keeps every probe at <= C; one that raises is named, not passed."""
+    res = audited_run(tmp_path / "bad", 0, optimizer_class=LastGroupUnclipped, head_lr=0.05)
+    clip = res.extra["tests"]["clipping"]
+    assert res.violation and res.extra["decided_by"] == "clipping"
+    assert clip["ratio"] == pytest.approx(10.0) and clip["worst"] in (
+        "a row in tensor 4 (2x32)",
+        "a row in tensor 5 (2)",
+    )
+    good = audited_run(tmp_path / "good", 0, head_lr=0.05)
+    assert not good.violation and good.extra["tests"]["clipping"]["p_value"] == 1.0
+    assert 0.99 < good.extra["tests"]["clipping"]["ratio"] <= 1.0 + 1e-6  # float32 rounding
+
+    class Refuses(DPOptimizer):
+        def clip_and_accumulate(self) -> None:
+            if self.grad_samples[0].shape[0] == 1:
+                raise RuntimeError("one row")
+            super().clip_and_accumulate()
+
+    res = audited_run(tmp_path / "refuses", 0, optimizer_class=Refuses, epochs=1)
+    assert res.extra["tests"]["clipping"]["p_value"] is None
+    assert "RuntimeError: one row" in res.extra["tests_not_run"]["clipping"]

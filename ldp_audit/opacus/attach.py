@@ -639,6 +639,7 @@ class CanaryAudit:
         )
         self._check_moved()
         self._uninstall()
+        self._clip_check = None if self._ghost else clip_probe(self)  # ghost: the model clips
         write_run(self, scores)
         self._finished = True
         self._accountant.ledger.close()
@@ -729,6 +730,42 @@ def read_claim(
         "tensor_shapes": [list(p.shape) for p in params],
         "ghost_clipping": ghost,
     }
+
+
+CLIP_TOLERANCE = 0.01
+"""A probe's clipped sum may exceed ``C`` by this fraction (rounding, low-precision norms)."""
+
+
+def clip_probe(audit: CanaryAudit) -> dict:
+    """The optimizer's own ``clip_and_accumulate`` (unhooked, after the run) on public
+    per-sample gradients of a canary's norm, one at a time: one in each tensor alone, then one
+    over every tensor. Per-sample clipping to ``C`` leaves each clipped sum of norm at most
+    ``C``; a tensor or parameter group left out of the clipping (or of its norm) shows as
+    more. Returns the largest ``norm / C`` (``tensor``: the row's tensor, -1 for the whole
+    row) or, where the optimizer raises on a row, ``error``; the parameters' ``grad_sample``
+    and ``summed_grad`` are restored."""
+    import torch
+
+    opt, params, norm, clip = audit._opt, audit._params, audit._scale, audit._claim["max_grad_norm"]
+    g = torch.Generator().manual_seed(audit.canary_seed)
+    dirs = [torch.randn(p.shape, generator=g, dtype=torch.float64) for p in params]
+    saved = [(getattr(p, "grad_sample", None), getattr(p, "summed_grad", None)) for p in params]
+    worst = (0.0, 0)
+    try:
+        for t in [*range(len(params)), -1]:
+            part = sum(float((d * d).sum()) for i, d in enumerate(dirs) if t in (i, -1)) ** 0.5
+            for i, (p, d) in enumerate(zip(params, dirs, strict=True)):
+                r = d * (norm / part) if t in (i, -1) else torch.zeros_like(d)
+                p.grad_sample, p.summed_grad = r[None].to(p.device, p.dtype), None
+            opt.clip_and_accumulate()
+            out = sum(float((p.summed_grad.double() ** 2).sum()) for p in params) ** 0.5
+            worst = max(worst, (out / clip, t))
+    except Exception as e:  # the optimizer's own code refused the probe: named, not tested
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+    finally:
+        for p, (gs, sg) in zip(params, saved, strict=True):
+            p.grad_sample, p.summed_grad = gs, sg
+    return {"ratio": worst[0], "tensor": worst[1], "row_norm": norm / clip}
 
 
 def _accumulated(opt: Any, default: int) -> int:

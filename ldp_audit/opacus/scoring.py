@@ -186,6 +186,22 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
     }
 
 
+def _clip_test(c: Any, names: list[str]) -> dict[str, Any]:
+    """The optimizer's clipping on the public probe rows (attach.clip_probe; deterministic: p
+    is 0 or 1, None where the probe raised)."""
+    from ldp_audit.opacus.attach import CLIP_TOLERANCE
+
+    if not isinstance(c, dict) or "error" in c:
+        err = c.get("error") if isinstance(c, dict) else repr(c)
+        return {"rejected": False, "p_value": None, "level": 0.0, "reason": f"probe: {err}"}
+    where = "a row over every tensor" if c["tensor"] < 0 else f"a row in {names[c['tensor']]}"
+    bad = c["ratio"] > 1.0 + CLIP_TOLERANCE
+    return {"rejected": bad, "p_value": 0.0 if bad else 1.0, "level": 0.0,
+            "ratio": c["ratio"], "worst": where,
+            "problems": [f"one per-sample gradient of norm {c['row_norm']:g} C ({where}) "
+                         f"was clipped to {c['ratio']:.4g} C"] if bad else []}  # fmt: skip
+
+
 def tensor_names(claim: dict[str, Any]) -> list[str]:
     """``tensor i (shape)`` for each trainable tensor, in the optimizer's order (the order of
     ``list(model.parameters())`` for a model made private whole)."""
@@ -412,9 +428,12 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
             )
     if white:
         tests["ledger"] = _ledger_test(run_dir, cfg, met, tr)
+        if "clip_check" in met:  # absent: ghost clipping, a run written before session 47
+            tests["clipping"] = _clip_test(met["clip_check"], tensor_names(claim))
     for k, t in tests.items():  # a test that ran on nothing is named, never passed in silence
         if k != "steinke" and (t is None or t.get("p_value") is None):
-            not_run.setdefault(k, _IDLE.get(k, "nothing to test: no p-value"))
+            why = (t or {}).get("reason") or _IDLE.get(k, "nothing to test: no p-value")
+            not_run.setdefault(k, why)
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
     from ldp_audit.opacus.family import family_bound
 
