@@ -324,6 +324,7 @@ def test_cli_train_attack_report_on_mountaincar(tmp_path, capsys) -> None:
     [
         (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=1"], "at least two"),
         (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=1,nan"], "finite number"),
+        (["--env", "Acrobot-v1", "--private-param", "a.b=1,2"], "a property with a setter"),
         (["--env", "Acrobot-v1"], "--env needs --private-param"),
         (["--private-param", "gravity=9,10"], "need --env"),
         (
@@ -714,3 +715,51 @@ def test_two_candidates_the_probe_cannot_tell_apart_are_refused() -> None:
     with pytest.raises(InvalidParameterError, match=r"candidates 0\.07 and 0\.14 give the same"):
         check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07, 0.14])
     assert check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07])[1] == (0.035, 0.07)
+
+
+class _Pole:
+    def __init__(self) -> None:
+        self.length = 0.5
+
+
+class NestedCartPole(CartPoleEnv):
+    """CartPole whose pole length lives in a sub-object (``self.pole.length``), given as the
+    attribute ``pole_length`` by a property with a setter (the way docs/gymnasium.md gives);
+    ``reset`` may ignore its seed (``ignore_seed``: Gymnasium's unseeded generator)."""
+
+    def __init__(self, ignore_seed: bool = False) -> None:
+        super().__init__()
+        self.pole, self.ignore_seed = _Pole(), ignore_seed
+
+    @property
+    def pole_length(self) -> float:
+        return self.pole.length
+
+    @pole_length.setter
+    def pole_length(self, value: float) -> None:
+        self.pole.length = value
+
+    def reset(self, *, seed=None, options=None):
+        return super().reset(seed=None if self.ignore_seed else seed, options=options)
+
+    def step(self, action):
+        self.length, self.polemass_length = self.pole.length, self.masspole * self.pole.length
+        return super().step(action)
+
+
+for _ignore in (False, True):
+    if f"TestNested-{_ignore}-v0" not in gym.registry:
+        gym.register(f"TestNested-{_ignore}-v0", entry_point=f"{__name__}:NestedCartPole",
+                     kwargs={"ignore_seed": _ignore}, max_episode_steps=50)  # fmt: skip
+
+
+def test_a_nested_parameter_through_a_property_and_an_env_ignoring_its_seed() -> None:
+    """A value in a sub-object, given as a property with a setter (the way the refusal of
+    ``--private-param a.b=...`` names), is set row by row; an env that drops reset's seed is
+    told to pass it on (the message named only self.np_random, which such an env already used)."""
+    info, vals = check_private_param("TestNested-False-v0", "pole_length", [0.5, 1.0])
+    env = make_param_vector_env(info, "pole_length", 2)
+    env.set_param(np.arange(2), np.asarray(vals))
+    assert [u.pole.length for u in env._unwrapped] == [0.5, 1.0]
+    with pytest.raises(InvalidParameterError, match=r"not reproducible.*super\(\)\.reset\(seed="):
+        check_private_param("TestNested-True-v0", "pole_length", [0.5, 1.0])

@@ -328,7 +328,7 @@ def check_private_param(
                 f"env {env_id!r} is not reproducible: reset(seed=0) and the same actions with "
                 f"{name}={vals[0]!r} gave two different traces, so no probe or attack can tell "
                 f"{name!r}'s effect from noise; draw the env's randomness from self.np_random "
-                "(Gymnasium's seeding)"
+                "and pass reset's seed on (super().reset(seed=seed): Gymnasium's seeding)"
             )
         pairs = itertools.combinations(range(len(vals)), 2)  # traces[i + 1]: vals[i]'s
         same = [
