@@ -763,3 +763,40 @@ def test_a_nested_parameter_through_a_property_and_an_env_ignoring_its_seed() ->
     assert [u.pole.length for u in env._unwrapped] == [0.5, 1.0]
     with pytest.raises(InvalidParameterError, match=r"not reproducible.*super\(\)\.reset\(seed="):
         check_private_param("TestNested-True-v0", "pole_length", [0.5, 1.0])
+
+
+class ImageCartPole(CartPoleEnv):
+    """CartPole seen as an (8, 8, 3) image (its state tiled) with an attribute it never reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (8, 8, 3), np.float32)
+        self.unread = 1.0
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return np.resize(obs, (8, 8, 3)), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return np.resize(obs, (8, 8, 3)), *rest
+
+
+if "TestImage-v0" not in gym.registry:
+    gym.register("TestImage-v0", entry_point=f"{__name__}:ImageCartPole", max_episode_steps=200)
+
+
+def test_the_probe_of_an_image_env_holds_digests_not_traces() -> None:
+    """The long probe (10,000 steps here) kept each candidate's whole trace: 1 GB for a 32x32x3
+    image, 7 GB at 84x84x3; for this 8x8x3 one a 65 MB peak under tracemalloc (3 traces of
+    10,000 x 196 floats, then joined). It keeps a SHA-256 per trace."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidParameterError, match=r"'unread' has no effect"):
+            check_private_param("TestImage-v0", "unread", [1.0, 2.0])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, peak
