@@ -800,3 +800,27 @@ def test_the_probe_of_an_image_env_holds_digests_not_traces() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 20e6, peak
+
+
+class OldApiCartPole(CartPoleEnv):
+    """CartPole written to the old Gym API: ``step`` returns 4 values (no truncation)."""
+
+    def step(self, action):
+        obs, r, term, _, info = super().step(action)
+        return obs, r, term, info
+
+
+if "TestOldApi-v0" not in gym.registry:
+    gym.register("TestOldApi-v0", entry_point=f"{__name__}:OldApiCartPole", max_episode_steps=50)
+
+
+def test_an_env_failing_with_its_own_value_is_not_blamed_on_a_candidate() -> None:
+    """An env that fails whatever the value (the old Gym API's 4-tuple step) was refused as
+    "rejects value 0.25", sending the user to change candidates; a failure of one candidate
+    only is still named as that candidate's."""
+    with pytest.raises(InvalidParameterError, match=r"fails whatever the candidates \(with its "
+                       r"own length=0\.5 as well\).*expected 5, got 4"):  # fmt: skip
+        check_private_param("TestOldApi-v0", "length", [0.25, 1.0])
+    with pytest.raises(InvalidParameterError, match=r"^private parameter 'length': env "
+                       r"'CartPole-v1' gives non-finite .* value 1e-300"):  # fmt: skip
+        check_private_param("CartPole-v1", "length", [0.5, 1e-300])

@@ -323,7 +323,19 @@ def check_private_param(
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
         # the first candidate twice: a difference there is the env's own unseeded noise
-        traces = [_probe_steps(info, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)]
+        try:
+            traces = [
+                _probe_steps(info, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
+            ]
+        except InvalidParameterError:
+            try:  # the env's own value: failing there too, the env fails (an old Gym API)
+                _probe_steps(info, name, float(cur), max_episode_steps, PROBE_STEPS)
+            except InvalidParameterError as own:
+                raise InvalidParameterError(
+                    f"env {env_id!r} fails whatever the candidates (with its own {name}={cur!r} "
+                    f"as well): {own}"
+                ) from None
+            raise
         if traces[0] != traces[1]:
             raise InvalidParameterError(
                 f"env {env_id!r} is not reproducible: reset(seed=0) and the same actions with "
