@@ -324,6 +324,7 @@ def test_cli_train_attack_report_on_mountaincar(tmp_path, capsys) -> None:
     [
         (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=1"], "at least two"),
         (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=1,nan"], "finite number"),
+        (["--env", "Acrobot-v1", "--private-param", "a.b=1,2"], "a property with a setter"),
         (["--env", "Acrobot-v1"], "--env needs --private-param"),
         (["--private-param", "gravity=9,10"], "need --env"),
         (
@@ -714,3 +715,112 @@ def test_two_candidates_the_probe_cannot_tell_apart_are_refused() -> None:
     with pytest.raises(InvalidParameterError, match=r"candidates 0\.07 and 0\.14 give the same"):
         check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07, 0.14])
     assert check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07])[1] == (0.035, 0.07)
+
+
+class _Pole:
+    def __init__(self) -> None:
+        self.length = 0.5
+
+
+class NestedCartPole(CartPoleEnv):
+    """CartPole whose pole length lives in a sub-object (``self.pole.length``), given as the
+    attribute ``pole_length`` by a property with a setter (the way docs/gymnasium.md gives);
+    ``reset`` may ignore its seed (``ignore_seed``: Gymnasium's unseeded generator)."""
+
+    def __init__(self, ignore_seed: bool = False) -> None:
+        super().__init__()
+        self.pole, self.ignore_seed = _Pole(), ignore_seed
+
+    @property
+    def pole_length(self) -> float:
+        return self.pole.length
+
+    @pole_length.setter
+    def pole_length(self, value: float) -> None:
+        self.pole.length = value
+
+    def reset(self, *, seed=None, options=None):
+        return super().reset(seed=None if self.ignore_seed else seed, options=options)
+
+    def step(self, action):
+        self.length, self.polemass_length = self.pole.length, self.masspole * self.pole.length
+        return super().step(action)
+
+
+for _ignore in (False, True):
+    if f"TestNested-{_ignore}-v0" not in gym.registry:
+        gym.register(f"TestNested-{_ignore}-v0", entry_point=f"{__name__}:NestedCartPole",
+                     kwargs={"ignore_seed": _ignore}, max_episode_steps=50)  # fmt: skip
+
+
+def test_a_nested_parameter_through_a_property_and_an_env_ignoring_its_seed() -> None:
+    """A value in a sub-object, given as a property with a setter (the way the refusal of
+    ``--private-param a.b=...`` names), is set row by row; an env that drops reset's seed is
+    told to pass it on (the message named only self.np_random, which such an env already used)."""
+    info, vals = check_private_param("TestNested-False-v0", "pole_length", [0.5, 1.0])
+    env = make_param_vector_env(info, "pole_length", 2)
+    env.set_param(np.arange(2), np.asarray(vals))
+    assert [u.pole.length for u in env._unwrapped] == [0.5, 1.0]
+    with pytest.raises(InvalidParameterError, match=r"not reproducible.*super\(\)\.reset\(seed="):
+        check_private_param("TestNested-True-v0", "pole_length", [0.5, 1.0])
+
+
+class ImageCartPole(CartPoleEnv):
+    """CartPole seen as an (8, 8, 3) image (its state tiled) with an attribute it never reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (8, 8, 3), np.float32)
+        self.unread = 1.0
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return np.resize(obs, (8, 8, 3)), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return np.resize(obs, (8, 8, 3)), *rest
+
+
+if "TestImage-v0" not in gym.registry:
+    gym.register("TestImage-v0", entry_point=f"{__name__}:ImageCartPole", max_episode_steps=200)
+
+
+def test_the_probe_of_an_image_env_holds_digests_not_traces() -> None:
+    """The long probe (10,000 steps here) kept each candidate's whole trace: 1 GB for a 32x32x3
+    image, 7 GB at 84x84x3; for this 8x8x3 one a 65 MB peak under tracemalloc (3 traces of
+    10,000 x 196 floats, then joined). It keeps a SHA-256 per trace."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidParameterError, match=r"'unread' has no effect"):
+            check_private_param("TestImage-v0", "unread", [1.0, 2.0])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, peak
+
+
+class OldApiCartPole(CartPoleEnv):
+    """CartPole written to the old Gym API: ``step`` returns 4 values (no truncation)."""
+
+    def step(self, action):
+        obs, r, term, _, info = super().step(action)
+        return obs, r, term, info
+
+
+if "TestOldApi-v0" not in gym.registry:
+    gym.register("TestOldApi-v0", entry_point=f"{__name__}:OldApiCartPole", max_episode_steps=50)
+
+
+def test_an_env_failing_with_its_own_value_is_not_blamed_on_a_candidate() -> None:
+    """An env that fails whatever the value (the old Gym API's 4-tuple step) was refused as
+    "rejects value 0.25", sending the user to change candidates; a failure of one candidate
+    only is still named as that candidate's."""
+    with pytest.raises(InvalidParameterError, match=r"fails whatever the candidates \(with its "
+                       r"own length=0\.5 as well\).*expected 5, got 4"):  # fmt: skip
+        check_private_param("TestOldApi-v0", "length", [0.25, 1.0])
+    with pytest.raises(InvalidParameterError, match=r"^private parameter 'length': env "
+                       r"'CartPole-v1' gives non-finite .* value 1e-300"):  # fmt: skip
+        check_private_param("CartPole-v1", "length", [0.5, 1e-300])
