@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -133,6 +133,8 @@ class ScalarMechanism:
         """The calls' results as an (n, m) array: one real number (m = 1, float64) or one
         fixed-length vector of them (a tuple such as ``(y, seed)``, a bit vector) per input;
         bools read as 0/1; integer vectors stay int64 (a statistic then sees a seed exactly)."""
+        arr: Any = None
+        err: Exception | None = None
         try:
             arr = np.asarray(res)
         except Exception as exc:  # noqa: BLE001 - nested ((bits, cohort)), ragged or exotic
@@ -140,14 +142,16 @@ class ScalarMechanism:
                 raise UserCodeError(
                     f"{self.name} returned values that are not numbers: {exc}"
                 ) from exc
-            res = [_flat(r) for r in res]  # a tuple of arrays and numbers, read in order
+            err = exc
+        if not self.vectorized and (arr is None or arr.dtype == object):
+            res = [_flat(r) for r in res]  # tuples, arrays, iterators (zip): read in order
             for v, r in zip(vals, res, strict=True):
                 if len(r) != len(res[0]):
                     raise UserCodeError(
                         f"{self.name} must return the same number of values on every call: "
                         f"{_count(len(res[0]))} on input {vals[0]!r}, {_count(len(r))} on input "
                         f"{v!r}"
-                    ) from exc
+                    ) from err
             arr = np.asarray(res)
         if arr.ndim > 2 and not self.vectorized:  # a nested vector per call, in order
             arr = arr.reshape(len(arr), -1)
@@ -280,7 +284,7 @@ def _all_bools(domain: Any) -> bool:
 def _flat(r: Any) -> list[Any]:
     if isinstance(r, np.ndarray):
         return r.ravel().tolist()
-    if isinstance(r, (tuple, list)):
+    if isinstance(r, Iterable) and not isinstance(r, (str, bytes)):  # tuple, list, zip
         return [e for item in r for e in _flat(item)]
     return [r]
 
