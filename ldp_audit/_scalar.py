@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,7 @@ class ScalarMechanism:
     name: str
     vectorized: bool
     integer_inputs: bool = False
+    bool_inputs: bool = False
 
     @property
     def reproducible(self) -> bool:
@@ -117,6 +118,7 @@ class ScalarMechanism:
                 res = fn(values)
             else:
                 vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
+                vals = [bool(v) for v in vals] if self.bool_inputs else vals
                 append = res.append
                 for v in vals:
                     append(fn(v))
@@ -131,6 +133,8 @@ class ScalarMechanism:
         """The calls' results as an (n, m) array: one real number (m = 1, float64) or one
         fixed-length vector of them (a tuple such as ``(y, seed)``, a bit vector) per input;
         bools read as 0/1; integer vectors stay int64 (a statistic then sees a seed exactly)."""
+        arr: Any = None
+        err: Exception | None = None
         try:
             arr = np.asarray(res)
         except Exception as exc:  # noqa: BLE001 - nested ((bits, cohort)), ragged or exotic
@@ -138,14 +142,16 @@ class ScalarMechanism:
                 raise UserCodeError(
                     f"{self.name} returned values that are not numbers: {exc}"
                 ) from exc
-            res = [_flat(r) for r in res]  # a tuple of arrays and numbers, read in order
+            err = exc
+        if not self.vectorized and (arr is None or arr.dtype == object):
+            res = [_flat(r) for r in res]  # tuples, arrays, iterators (zip): read in order
             for v, r in zip(vals, res, strict=True):
                 if len(r) != len(res[0]):
                     raise UserCodeError(
                         f"{self.name} must return the same number of values on every call: "
                         f"{_count(len(res[0]))} on input {vals[0]!r}, {_count(len(r))} on input "
                         f"{v!r}"
-                    ) from exc
+                    ) from err
             arr = np.asarray(res)
         if arr.ndim > 2 and not self.vectorized:  # a nested vector per call, in order
             arr = arr.reshape(len(arr), -1)
@@ -205,7 +211,8 @@ def from_scalar(
             (pairs: its ends, and low with the middle), or a list of values for a finite
             domain (pairs: every two distinct values, at most 16); a list of Python/NumPy
             integers makes the function receive ``int`` values (libraries such as
-            diffprivlib's ``Geometric`` refuse floats).
+            diffprivlib's ``Geometric`` refuse floats), a list of bools ``[False, True]``
+            makes it receive ``bool`` values (OpenDP's ``make_randomized_response_bool``).
         seeding: ``"none"`` (the library cannot be seeded: results are not reproducible and
             the audit says so), ``"random_state"`` (a ``numpy.random.RandomState``), ``"seed"``
             (an int), ``"generator"`` (a ``numpy.random.Generator``).
@@ -228,8 +235,8 @@ def from_scalar(
         raise InvalidParameterError(f"seeding must be one of {SEEDINGS}, got {seeding!r}")
     vectorized = check_bool(vectorized, "vectorized")
     dom: Any
-    integer_inputs = False
-    if isinstance(domain, tuple) and len(domain) == 2:
+    integer_inputs = bool_inputs = False
+    if isinstance(domain, tuple) and len(domain) == 2 and not _all_bools(domain):
         lo = check_real(domain[0], "domain low")
         hi = check_real(domain[1], "domain high")
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
@@ -238,8 +245,9 @@ def from_scalar(
             )
         dom = (lo, hi)
     else:
+        bool_inputs = _all_bools(domain)  # [False, True]: OpenDP's boolean randomised response
         try:
-            vals = [check_real(v, "domain value") for v in domain]
+            vals = [float(v) if bool_inputs else check_real(v, "domain value") for v in domain]
         except TypeError:
             raise InvalidParameterError(
                 f"domain must be (low, high) or a list of values, got {domain!r}"
@@ -261,14 +269,22 @@ def from_scalar(
         seeding=seeding,
         name=str(label),
         vectorized=vectorized,
-        integer_inputs=integer_inputs,
+        integer_inputs=integer_inputs and not bool_inputs,
+        bool_inputs=bool_inputs,
     )
+
+
+def _all_bools(domain: Any) -> bool:
+    try:
+        return all(isinstance(v, (bool, np.bool_)) for v in domain)
+    except TypeError:
+        return False
 
 
 def _flat(r: Any) -> list[Any]:
     if isinstance(r, np.ndarray):
         return r.ravel().tolist()
-    if isinstance(r, (tuple, list)):
+    if isinstance(r, Iterable) and not isinstance(r, (str, bytes)):  # tuple, list, zip
         return [e for item in r for e in _flat(item)]
     return [r]
 

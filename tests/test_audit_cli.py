@@ -308,6 +308,27 @@ def test_scalar_cli_refusals(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_scalar_boolean_domain(tmp_path, monkeypatch, capsys):
+    """--domain false,true passes bools (OpenDP's boolean randomised response refuses ints):
+    keep w.p. 3/4 is correct at ln 3 (false failure <= 1e-7)."""
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "bool_lib_cli",
+        """
+        def make(g):
+            def rr(v):
+                if not isinstance(v, bool):
+                    raise TypeError("expected bool")
+                return v if g.random() < 0.75 else not v
+            return rr
+        """,
+    )
+    argv = ["audit", "--scalar", "--mechanism", "bool_lib_cli:make", "--epsilon", "1.0986123"]
+    argv += ["--domain", "False,true", "--seeding", "generator", "--samples", "20000"]
+    assert run_cli([*argv, *STRICT]) == 0, capsys.readouterr().err
+
+
 def test_scalar_zero_epsilon_claim(tmp_path, monkeypatch, capsys):
     """A (0, delta) library mechanism (diffprivlib's Uniform: x + U(-b, b), b = 1 / (2 delta))
     is audited at its own claim: --epsilon 0 was refused ("must be in (0, inf)") although

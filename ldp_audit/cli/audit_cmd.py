@@ -74,7 +74,8 @@ _MAX_DIM = 1_000_000
 
 
 def _domain(text: str) -> Any:
-    """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers).
+    """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers, bools
+    for ``false,true``).
 
     Every number is finite and read strictly (``ldp_audit.parse.parse_real``); an interval
     needs LOW < HIGH and a set at least two distinct values (a claim over one input says
@@ -95,7 +96,9 @@ def _domain(text: str) -> Any:
     if any(not p for p in parts):
         raise bad("an empty value")
     values: list[Any]
-    if all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
+    if all(p.lower() in ("false", "true") for p in parts):  # passed as bool
+        values = [p.lower() == "true" for p in parts]
+    elif all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
         values = [int(p) for p in parts]
     else:
         values = [parse_real(p, "--domain value") for p in parts]
@@ -161,7 +164,7 @@ def register(subparsers: Any) -> None:
         "--domain",
         type=_domain,
         help="--scalar: the inputs the claim covers, LOW:HIGH (an interval) or V1,V2,... (a "
-        "finite set; integers are passed as int)",
+        "finite set; integers are passed as int, false,true as bool)",
     )
     opt(
         "--seeding",
