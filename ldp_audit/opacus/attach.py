@@ -337,6 +337,7 @@ class CanaryAudit:
                 self._add_canaries(opt)
             out = orig_clip(*a, **k)
             self._acc_clip = _accumulated(opt, 1)  # as scale_grad will read it
+            self._rec.clipped()
             return out
 
         def add_noise(*a: Any, **k: Any) -> Any:
