@@ -67,7 +67,12 @@ and one missed in session 47's probe, flagged since by the clipping probe:
 
 * :class:`LastGroupUnclipped`: the per-sample norms and clipping over every parameter group
   but the last (a head trained at its own learning rate), whose per-sample gradients are
-  summed unclipped.
+  summed unclipped;
+
+and one missed in session 47's probe, flagged since by the clipped sum's comparison:
+
+* :class:`MomentumInSummedGrad`: momentum 0.9 on the clipped sums before the noise, written
+  into ``p.summed_grad`` in ``add_noise``.
 """
 
 from __future__ import annotations
@@ -457,6 +462,18 @@ class LastGroupUnclipped(DPOptimizer):
         for p, g, c in zip(self.params, gs, clipped, strict=True):
             s = torch.einsum("i,i...", factor, g) if c else g.sum(dim=0)
             p.summed_grad = s if p.summed_grad is None else p.summed_grad + s
+
+
+class MomentumInSummedGrad(DPOptimizer):
+    """``summed_grad`` replaced by ``m_t = 0.9 m_{t-1} + summed_grad`` before the noise (each
+    clipped sum released again, decayed, in every later update)."""
+
+    def add_noise(self) -> None:
+        for p in self.params:
+            m = getattr(p, "_momentum", None)
+            p._momentum = p.summed_grad.clone() if m is None else 0.9 * m + p.summed_grad
+            p.summed_grad = p._momentum.clone()
+        super().add_noise()
 
 
 BROKEN = {

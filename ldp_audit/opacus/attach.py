@@ -336,6 +336,7 @@ class CanaryAudit:
                 self._add_canaries(opt)
             out = orig_clip(*a, **k)
             self._acc_clip = _accumulated(opt, 1)  # as scale_grad will read it
+            self._rec.clipped()
             return out
 
         def add_noise(*a: Any, **k: Any) -> Any:
@@ -748,15 +749,16 @@ def clip_probe(audit: CanaryAudit) -> dict:
 
     opt, params, norm, clip = audit._opt, audit._params, audit._scale, audit._claim["max_grad_norm"]
     g = torch.Generator().manual_seed(audit.canary_seed)
-    dirs = [torch.randn(p.shape, generator=g, dtype=torch.float64) for p in params]
+    dirs = [torch.randn((1, *p.shape), generator=g).to(p.device, p.dtype) for p in params]
+    sq = [float((d.double() ** 2).sum()) for d in dirs]
     saved = [(getattr(p, "grad_sample", None), getattr(p, "summed_grad", None)) for p in params]
     worst = (0.0, 0)
     try:
         for t in [*range(len(params)), -1]:
-            part = sum(float((d * d).sum()) for i, d in enumerate(dirs) if t in (i, -1)) ** 0.5
+            part = (sq[t] if t >= 0 else sum(sq)) ** 0.5
             for i, (p, d) in enumerate(zip(params, dirs, strict=True)):
                 r = d * (norm / part) if t in (i, -1) else torch.zeros_like(d)
-                p.grad_sample, p.summed_grad = r[None].to(p.device, p.dtype), None
+                p.grad_sample, p.summed_grad = r, None
             opt.clip_and_accumulate()
             out = sum(float((p.summed_grad.double() ** 2).sum()) for p in params) ** 0.5
             worst = max(worst, (out / clip, t))

@@ -186,20 +186,29 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
     }
 
 
-def _clip_test(c: Any, names: list[str]) -> dict[str, Any]:
-    """The optimizer's clipping on the public probe rows (attach.clip_probe; deterministic: p
-    is 0 or 1, None where the probe raised)."""
+def _clip_test(met: dict, names: list[str]) -> dict[str, Any]:
+    """The optimizer's clipping on the public probe rows (attach.clip_probe) and the clipped
+    sums released as clipped (deterministic: p is 0 or 1, None where the probe raised and no
+    sum changed)."""
     from ldp_audit.opacus.attach import CLIP_TOLERANCE
 
-    if not isinstance(c, dict) or "error" in c:
-        err = c.get("error") if isinstance(c, dict) else repr(c)
-        return {"rejected": False, "p_value": None, "level": 0.0, "reason": f"probe: {err}"}
-    where = "a row over every tensor" if c["tensor"] < 0 else f"a row in {names[c['tensor']]}"
-    bad = c["ratio"] > 1.0 + CLIP_TOLERANCE
-    return {"rejected": bad, "p_value": 0.0 if bad else 1.0, "level": 0.0,
-            "ratio": c["ratio"], "worst": where,
-            "problems": [f"one per-sample gradient of norm {c['row_norm']:g} C ({where}) "
-                         f"was clipped to {c['ratio']:.4g} C"] if bad else []}  # fmt: skip
+    c, changed = met.get("clip_check") or {"error": "not run"}, met.get("clipped_sum_changed")
+    problems = []
+    if changed:
+        problems.append(f"p.summed_grad changed between its clipping and its release at "
+                        f"{len(changed)} updates (first: update {changed[0]}): the noise was "
+                        f"measured against another sum than the clipped one")  # fmt: skip
+    out: dict[str, Any] = {"level": 0.0, "problems": problems}
+    if "error" in c:
+        out["reason"] = f"probe: {c['error']}"
+    else:
+        out["worst"] = "a row over every tensor" if c["tensor"] < 0 else names[c["tensor"]]
+        out["ratio"] = c["ratio"]
+        if c["ratio"] > 1.0 + CLIP_TOLERANCE:
+            problems.append(f"one per-sample gradient of norm {c['row_norm']:g} C (in "
+                            f"{out['worst']}) was clipped to {c['ratio']:.4g} C")  # fmt: skip
+    p = 0.0 if problems else (None if "error" in c else 1.0)
+    return {**out, "rejected": bool(problems), "p_value": p}
 
 
 def tensor_names(claim: dict[str, Any]) -> list[str]:
@@ -428,8 +437,8 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
             )
     if white:
         tests["ledger"] = _ledger_test(run_dir, cfg, met, tr)
-        if "clip_check" in met:  # absent: ghost clipping, a run written before session 47
-            tests["clipping"] = _clip_test(met["clip_check"], tensor_names(claim))
+        if "clip_check" in met or met.get("clipped_sum_changed"):  # not in older runs
+            tests["clipping"] = _clip_test(met, tensor_names(claim))
     for k, t in tests.items():  # a test that ran on nothing is named, never passed in silence
         if k != "steinke" and (t is None or t.get("p_value") is None):
             why = (t or {}).get("reason") or _IDLE.get(k, "nothing to test: no p-value")

@@ -98,6 +98,7 @@ def write_run(audit: Any, scores: np.ndarray | None) -> None:
             "prepay": audit.prepay,
             "physical_batches": audit._batches,
             "moved_unreleased": audit._moved,
+            "clipped_sum_changed": audit._rec.changed(),
             **({} if audit._clip_check is None else {"clip_check": audit._clip_check}),
             "seconds": time.perf_counter() - audit._t0,
             "privacy": privacy(audit._accountant, audit._claim, audit.delta, T),
