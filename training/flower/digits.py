@@ -279,7 +279,8 @@ def run(
     budget = check_real_in(budget, "budget", lo=0.0, lo_open=True)
     overwrite, scoring = check_bool(overwrite, "overwrite"), check_bool(scoring, "scoring")
     timeout = check_real_in(timeout, "timeout", lo=0.0, lo_open=True)
-    rdir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
+    rdir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite, can_resume=False)
+    rdir = rdir.resolve()
     ldir = Path(ledger_dir if ledger_dir is not None else f"{rdir}-clients").resolve()
     if ldir.exists() and any(ldir.glob("client-*.sqlite")):
         raise InvalidParameterError(f"ledger_dir {str(ldir)!r} already holds client ledgers")

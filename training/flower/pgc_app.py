@@ -546,7 +546,8 @@ def run_simulation(
         raise InvalidParameterError("agents must be a non-empty list of AgentSecrets")
     cfg = _pgc_config(config, len(agents))
     seed, overwrite = check_int(seed, "seed", minimum=0), check_bool(overwrite, "overwrite")
-    run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
+    run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite, can_resume=False)
+    run_dir = run_dir.resolve()
     ldir = Path(ledger_dir).resolve()
     if ldir.exists() and any(ldir.glob("agent-*.sqlite")):
         raise InvalidParameterError(
@@ -587,7 +588,7 @@ def run_simulation(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ldp_audit.training.flower.pgc_app``: a Flower simulation of PGC-A3C into a run
-    directory. Exit 0 ok, 2 usage or input error (no traceback)."""
+    directory. Exit 0 ok, 2 usage or input error (no traceback), 130 / 143 Ctrl-C / SIGTERM."""
     import argparse
 
     p = argparse.ArgumentParser(
@@ -609,6 +610,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-ground-truth", action="store_true", help="do not write secrets.npz (scoring)"
     )
     a = p.parse_args(argv)
+    import signal
+    import threading
+
+    from ldp_audit.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    # SIGTERM unwinds like Ctrl-C: the SuperLink this run started (its own session) is stopped
+    # and its temporary folder removed; by default it killed this process and left them behind
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         try:
             grav = [float(x) for x in a.gravities.split(",") if x.strip()]
@@ -633,6 +646,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LdpAuditError as exc:
         print(f"flower.pgc_app: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        term = isinstance(exc, Terminated)
+        word = "terminated" if term else "interrupted"
+        print(f"flower.pgc_app: {word}; files written so far are consistent", file=sys.stderr)
+        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
     from ldp_audit.training.flower.server import summary
 
     print(summary(run, a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"))
