@@ -273,11 +273,14 @@ def test_module_cli_usage_errors(tmp_path, capsys):
     assert "already exists and is not empty" in err and "--resume" not in err
 
 
-def test_sigterm_stops_the_superlink_it_started(tmp_path):
-    """SIGTERM to `python -m ldp_audit.training.flower.pgc_app` killed it by the signal (status
-    -15, no line) and left the flower-superlink it had started (in its own session) running,
-    with its temporary folder: found by signalling it once the run's config.json appeared. Now
-    it unwinds like Ctrl-C: exit 143 with one line, the SuperLink stopped, its folder removed."""
+@pytest.mark.parametrize(("app", "args"), [("pgc_app", ["--gravities", "9.7,9.9"]),
+                                           ("digits", ["--clients", "2"])])  # fmt: skip
+def test_sigterm_stops_the_superlink_it_started(tmp_path, app, args):
+    """SIGTERM to `python -m ldp_audit.training.flower.pgc_app` (or `.digits`) killed it by the
+    signal (status -15, no line) and left the flower-superlink it had started (in its own
+    session) running, with its temporary folder: found by signalling it once the run's
+    config.json appeared. Now it unwinds like Ctrl-C: exit 143 with one line, the SuperLink
+    stopped, its folder removed."""
     import os
     import signal
     import subprocess
@@ -287,8 +290,8 @@ def test_sigterm_stops_the_superlink_it_started(tmp_path):
 
     tmp, out = tmp_path / "tmp", tmp_path / "r"
     tmp.mkdir()
-    argv = [sys.executable, "-m", "ldp_audit.training.flower.pgc_app", "--out", str(out),
-            "--gravities", "9.7,9.9", "--rounds", "50"]  # fmt: skip
+    argv = [sys.executable, "-m", f"ldp_audit.training.flower.{app}", "--out", str(out),
+            *args, "--rounds", "50"]  # fmt: skip
     p = subprocess.Popen(argv, env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)  # fmt: skip
     deadline = time.monotonic() + 300
@@ -297,7 +300,7 @@ def test_sigterm_stops_the_superlink_it_started(tmp_path):
         time.sleep(0.05)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=120)
-    assert p.returncode == 143 and "flower.pgc_app: terminated" in err, (p.returncode, err)
+    assert p.returncode == 143 and f"flower.{app}: terminated" in err, (p.returncode, err)
     assert not list(tmp.glob("ldp-flwr-*"))
 
     def ours() -> list[str]:  # processes started with our temporary folder in their command

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng
 from ldp_audit.training.flower.run import app_pyproject
@@ -317,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log", default=None, help="file for Flower's output (default: discarded)")
     a = p.parse_args(argv)
-    try:
+
+    def body() -> int:
         if a.write_app:
             print(write_app_project(a.write_app))
             return 0
@@ -333,11 +334,10 @@ def main(argv: list[str] | None = None) -> int:
             seed=a.seed,
             log=a.log,
         )
-    except LdpAuditError as exc:
-        print(f"flower.digits: error: {exc}", file=sys.stderr)
-        return 2
-    print(summary(run_dir, f"{run_dir}-clients"))
-    return 0
+        print(summary(run_dir, f"{run_dir}-clients"))
+        return 0
+
+    return app_run.run_command("flower.digits", body)
 
 
 if __name__ == "__main__":  # pragma: no cover

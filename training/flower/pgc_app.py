@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.accountant import Accountant, Budget, Ledger
-from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import (
@@ -610,19 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-ground-truth", action="store_true", help="do not write secrets.npz (scoring)"
     )
     a = p.parse_args(argv)
-    import signal
-    import threading
 
-    from ldp_audit.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-
-    def _terminate(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    # SIGTERM unwinds like Ctrl-C: the SuperLink this run started (its own session) is stopped
-    # and its temporary folder removed; by default it killed this process and left them behind
-    main_thread = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
-    try:
+    def body() -> int:
         try:
             grav = [float(x) for x in a.gravities.split(",") if x.strip()]
         except ValueError:
@@ -633,31 +622,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             mechanism=a.mechanism, epsilon=a.epsilon, rounds=a.rounds, buffer_size=a.buffer_size
         )
         agents = [AgentSecrets(g, a.seed + 1 + k) for k, g in enumerate(grav)]
+        ledger_dir = a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"
         run = run_simulation(
             cfg,
             a.out,
             agents=agents,
-            ledger_dir=a.ledger_dir or f"{str(a.out).rstrip('/')}-agents",
+            ledger_dir=ledger_dir,
             seed=a.seed,
             ground_truth=not a.no_ground_truth,
             overwrite=a.overwrite,
             log=a.log,
         )
-    except LdpAuditError as exc:
-        print(f"flower.pgc_app: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as exc:
-        term = isinstance(exc, Terminated)
-        word = "terminated" if term else "interrupted"
-        print(f"flower.pgc_app: {word}; files written so far are consistent", file=sys.stderr)
-        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
-    from ldp_audit.training.flower.server import summary
+        from ldp_audit.training.flower.server import summary
 
-    print(summary(run, a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"))
-    return 0
+        print(summary(run, ledger_dir))
+        return 0
+
+    return app_run.run_command("flower.pgc_app", body)
 
 
 if __name__ == "__main__":  # pragma: no cover
