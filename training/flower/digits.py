@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng
 from ldp_audit.training.flower.server import ldp_server_main, summary
@@ -278,7 +278,8 @@ def run(
     budget = check_real_in(budget, "budget", lo=0.0, lo_open=True)
     overwrite, scoring = check_bool(overwrite, "overwrite"), check_bool(scoring, "scoring")
     timeout = check_real_in(timeout, "timeout", lo=0.0, lo_open=True)
-    rdir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
+    rdir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite, can_resume=False)
+    rdir = rdir.resolve()
     ldir = Path(ledger_dir if ledger_dir is not None else f"{rdir}-clients").resolve()
     if ldir.exists() and any(ldir.glob("client-*.sqlite")):
         raise InvalidParameterError(f"ledger_dir {str(ldir)!r} already holds client ledgers")
@@ -315,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log", default=None, help="file for Flower's output (default: discarded)")
     a = p.parse_args(argv)
-    try:
+
+    def body() -> int:
         if a.write_app:
             print(write_app_project(a.write_app))
             return 0
@@ -331,11 +333,10 @@ def main(argv: list[str] | None = None) -> int:
             seed=a.seed,
             log=a.log,
         )
-    except LdpAuditError as exc:
-        print(f"flower.digits: error: {exc}", file=sys.stderr)
-        return 2
-    print(summary(run_dir, f"{run_dir}-clients"))
-    return 0
+        print(summary(run_dir, f"{run_dir}-clients"))
+        return 0
+
+    return app_run.run_command("flower.digits", body)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.accountant import Accountant, Budget, Ledger
-from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import (
@@ -537,7 +537,8 @@ def run_simulation(
         raise InvalidParameterError("agents must be a non-empty list of AgentSecrets")
     cfg = _pgc_config(config, len(agents))
     seed, overwrite = check_int(seed, "seed", minimum=0), check_bool(overwrite, "overwrite")
-    run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
+    run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite, can_resume=False)
+    run_dir = run_dir.resolve()
     ldir = Path(ledger_dir).resolve()
     if ldir.exists() and any(ldir.glob("agent-*.sqlite")):
         raise InvalidParameterError(
@@ -578,7 +579,7 @@ def run_simulation(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ldp_audit.training.flower.pgc_app``: a Flower simulation of PGC-A3C into a run
-    directory. Exit 0 ok, 2 usage or input error (no traceback)."""
+    directory. Exit 0 ok, 2 usage or input error (no traceback), 130 / 143 Ctrl-C / SIGTERM."""
     import argparse
 
     p = argparse.ArgumentParser(
@@ -600,7 +601,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-ground-truth", action="store_true", help="do not write secrets.npz (scoring)"
     )
     a = p.parse_args(argv)
-    try:
+
+    def body() -> int:
         try:
             grav = [float(x) for x in a.gravities.split(",") if x.strip()]
         except ValueError:
@@ -611,23 +613,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             mechanism=a.mechanism, epsilon=a.epsilon, rounds=a.rounds, buffer_size=a.buffer_size
         )
         agents = [AgentSecrets(g, a.seed + 1 + k) for k, g in enumerate(grav)]
+        ledger_dir = a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"
         run = run_simulation(
             cfg,
             a.out,
             agents=agents,
-            ledger_dir=a.ledger_dir or f"{str(a.out).rstrip('/')}-agents",
+            ledger_dir=ledger_dir,
             seed=a.seed,
             ground_truth=not a.no_ground_truth,
             overwrite=a.overwrite,
             log=a.log,
         )
-    except LdpAuditError as exc:
-        print(f"flower.pgc_app: error: {exc}", file=sys.stderr)
-        return 2
-    from ldp_audit.training.flower.server import summary
+        from ldp_audit.training.flower.server import summary
 
-    print(summary(run, a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"))
-    return 0
+        print(summary(run, ledger_dir))
+        return 0
+
+    return app_run.run_command("flower.pgc_app", body)
 
 
 if __name__ == "__main__":  # pragma: no cover

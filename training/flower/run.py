@@ -18,15 +18,15 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.rundir import RunDir, check_new_dir, read_manifest
 from ldp_audit.validation import check_int
 
-__all__ = ["flwr_run", "app_pyproject", "write_app_project", "run_app_project"]
+__all__ = ["flwr_run", "app_pyproject", "write_app_project", "run_app_project", "run_command"]
 
 _PYPROJECT = """\
 [build-system]
@@ -104,6 +104,35 @@ def run_app_project(
 # ==============================================================================================
 # Running an app: `flwr run` against a local simulation SuperLink that we start and stop
 # ==============================================================================================
+
+
+def run_command(prog: str, body: Callable[[], int]) -> int:
+    """An app's ``python -m`` command: ``body()``'s exit code; an ``LdpAuditError`` is one line
+    and exit 2; Ctrl-C and SIGTERM (which unwinds like Ctrl-C, so that the SuperLink
+    :func:`flwr_run` started in its own session is stopped and its temporary folder removed;
+    by default SIGTERM killed the command and left them behind) one line and exit 130 / 143."""
+    import threading
+
+    from ldp_audit.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        return body()
+    except LdpAuditError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        term = isinstance(exc, Terminated)
+        word = "terminated" if term else "interrupted"
+        print(f"{prog}: {word}; files written so far are consistent", file=sys.stderr)
+        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
 
 
 def _toml_value(v: Any) -> str:
