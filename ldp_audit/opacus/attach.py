@@ -733,10 +733,6 @@ def read_claim(
     }
 
 
-CLIP_TOLERANCE = 0.01
-"""A probe's clipped sum may exceed ``C`` by this fraction (rounding, low-precision norms)."""
-
-
 def clip_probe(audit: CanaryAudit) -> dict:
     """The optimizer's own ``clip_and_accumulate`` (unhooked, after the run) on public
     per-sample gradients of a canary's norm, one at a time: one in each tensor alone, then one

@@ -20,6 +20,7 @@ __all__ = [
     "ALGORITHM",
     "AUDIT_MARK",
     "CANARY_KINDS",
+    "CLIP_TOLERANCE",
     "NOISE_SKETCH",
     "RECOMMENDED_CANARIES",
     "canary_blocks",
@@ -37,6 +38,9 @@ RECOMMENDED_CANARIES = 500
 """The canary count docs/opacus.md recommends (its snippet, tests and measurements use it)."""
 NOISE_SKETCH = 4096
 """Coordinates of the released noise kept per update for the all-lags dependence test."""
+CLIP_TOLERANCE = 0.01
+"""A clipping probe's clipped sum may exceed ``C`` by this fraction (rounding, low-precision
+norms): ``attach.clip_probe`` measures, ``scoring`` judges."""
 
 
 def canary_blocks(sizes: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

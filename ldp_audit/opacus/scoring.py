@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks, noise_sketch
+from ldp_audit.opacus.canaries import ALGORITHM, CLIP_TOLERANCE, canary_blocks, noise_sketch
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.validation import check_choice
 
@@ -190,7 +190,6 @@ def _clip_test(met: dict, names: list[str]) -> dict[str, Any]:
     """The optimizer's clipping on the public probe rows (attach.clip_probe) and the clipped
     sums released as clipped (deterministic: p is 0 or 1, None where the probe raised and no
     sum changed)."""
-    from ldp_audit.opacus.attach import CLIP_TOLERANCE
 
     c, changed = met.get("clip_check") or {"error": "not run"}, met.get("clipped_sum_changed")
     problems = []
