@@ -57,7 +57,12 @@ from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryE
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
 from ldp_audit.rundir.files import write_json_file
-from ldp_audit.rundir.paths import check_parent_writable, check_report_dir, timestamped_dir
+from ldp_audit.rundir.paths import (
+    check_parent_writable,
+    check_report_dir,
+    report_written,
+    timestamped_dir,
+)
 from ldp_audit.rundir.seal import seal_document
 
 _WARNED: set[str] = set()
@@ -292,7 +297,7 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         run = functools.partial(fn, settings, **kw, **where)
     check_not_inside_run(out, "--out")  # before the experiment
     check_report_dir(out, overwrite=args.overwrite)  # a new folder's parent probed
-    with _running(args):
+    with _running(args), report_written(Path(out)):  # an interruption leaves no half report
         doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")
     return 0
