@@ -1,7 +1,7 @@
 """Dynamics inference, the one-shot experiments: :func:`run` (victims simulated, scored against
 the drawn gravities), :func:`run_continuous`, and the crafted thetas of a malicious aggregator.
 
-Part of :mod:`ldp_audit.attacks.dynamics`; import the attack's names from there.
+Dynamics inference's threat model and attack: :mod:`ldp_audit.attacks.dynamics_shadow`.
 """
 
 from __future__ import annotations

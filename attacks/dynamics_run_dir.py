@@ -2,7 +2,7 @@
 gravity, or any declared private parameter of a Gymnasium or own-loop run), scored against its
 secrets.
 
-Part of :mod:`ldp_audit.attacks.dynamics`; import the public names from there.
+Dynamics inference's threat model and attack: :mod:`ldp_audit.attacks.dynamics_shadow`.
 """
 
 from __future__ import annotations

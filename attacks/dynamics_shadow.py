@@ -1,11 +1,43 @@
 """Dynamics inference, the estimator: shadow gradients simulated at the broadcast theta for each
 candidate gravity, scored by the exact likelihood of the report or by a classifier.
 
-Part of :mod:`ldp_audit.attacks.dynamics` (its docstring has the threat model and the attack);
-import the attack's names from there. The helpers the other attacks modules share (the
-mechanism's :func:`privatize`, :func:`mechanism_config`, :func:`known_law`, and the parameter
-checks :func:`check_count`, :func:`check_episodes`, :func:`check_candidates`,
-:func:`check_theta`, :func:`check_method`) are public here and imported from this module.
+Threat model (issue 6; Ono & Takahashi 2020, Sec. 1, after Pan et al. 2019): the aggregator is
+honest-but-curious. It knows the MDP except each agent's gravity, the mechanism and its
+parameters, and the theta it broadcast; it sees only what crossed the trust boundary (the
+transcript: agent id, theta version, noisy report). Gravity is one of ``k`` equally likely
+candidates (the paper's {9.7, 9.8, 9.9}).
+
+Attack (shadow gradients): for each candidate gravity, simulate many episodes at the broadcast
+theta with the *public* simulator of the known MDP
+(``ldp_audit.training.pgc_a3c.episode_gradients``, one
+batched call for thousands of episodes), then either
+
+* ``method="likelihood"`` — evaluate the exact likelihood of the report under the known noise law,
+  marginalised over the episode by Monte Carlo over the shadow gradients:
+  ``p(y | g) ~= mean_j q(y | grad_j(g))`` with ``q`` the mechanism's density (Laplace, Alg. 2 eqs.
+  19-21: ``q(y | x) = prod_i (eps / 2C) exp(-eps |y_i - clip(x)_i| / C)``; k-ary randomized
+  response: ``e^eps / (e^eps + k - 1)`` on the truth), or
+* ``method="classifier"`` — privatise the shadow gradients with the same mechanism and fit a
+  scikit-learn classifier on them (any mechanism, including PRS whose projection matrix is not in
+  the transcript, and the non-private baseline whose "density" is a point mass).
+
+Several reports of one agent (multi-round mode, Sec. 3.2.1) are independent given the gravity, so
+their log-likelihoods add (uniform prior). The estimator follows scikit-learn (``fit -> self``,
+fitted attributes end in ``_``, ``predict``, ``predict_proba``, ``score``);
+:func:`~ldp_audit.attacks.dynamics_experiment.run` is the one-shot experiment returning an
+:class:`~ldp_audit.attacks.scoring.AttackResult`.
+
+Separation of knowledge: the attacker functions take reports, thetas and the mechanism only.
+Ground truth is touched in one place per entry point, marked ``# --- scoring only ---``
+(:func:`~ldp_audit.attacks.dynamics_experiment.run` draws the victims' gravities as the world,
+:func:`~ldp_audit.attacks.dynamics_run_dir.score_run_dir` reads ``secrets.npz``).
+
+Where the code lives: the estimator and the shadow simulation here, the one-shot experiments and
+crafted thetas in :mod:`~ldp_audit.attacks.dynamics_experiment`, the attacks on a run directory
+in :mod:`~ldp_audit.attacks.dynamics_run_dir`; each name is imported from its module. The helpers
+the other attacks modules share (the mechanism's :func:`privatize`, :func:`mechanism_config`,
+:func:`known_law`, and the parameter checks :func:`check_count`, :func:`check_episodes`,
+:func:`check_candidates`, :func:`check_theta`, :func:`check_method`) are public here.
 """
 
 from __future__ import annotations
@@ -81,7 +113,7 @@ def simulate_shadow(
     rng = check_rng(rng)
     sim = simulator
     if sim is None:  # the public simulator of the known MDP (it needs the training package)
-        from ldp_audit.training.pgc_a3c import episode_gradients as sim
+        from ldp_audit.training.pgc_a3c.rollout import episode_gradients as sim
     g = np.asarray(gravities, dtype=np.float64).reshape(-1)
     if g.size == 0 or not np.isfinite(g).all() or (g <= 0).any():
         raise InvalidParameterError(f"gravities must be finite and > 0, got {g[:5]!r}...")

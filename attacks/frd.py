@@ -9,7 +9,7 @@ and sees only what crossed the trust boundary (``transcript.npz``): for FRD, per
 FedAvg, the uploaded parameters. Each agent's gravity is one of ``k`` equally likely values.
 
 Attack (shadow training, Shokri et al. 2017 style, reusing
-:class:`ldp_audit.attacks.dynamics.ShadowGradientAttack` as the classifier and
+:class:`ldp_audit.attacks.dynamics_shadow.ShadowGradientAttack` as the classifier and
 :mod:`ldp_audit.attacks.scoring` for the score): the attacker runs the *public* protocol itself
 (:func:`ldp_audit.training.frd.train_many` with the run's config and its own seed) with shadow
 agents whose gravities it knows, passes the shadow uploads through the same mechanism, turns
@@ -73,7 +73,7 @@ def upload_features(
     Returns:
         ``(keys (U, 3) int64 [trial, agent, submission], features (U, d) float64)``.
     """
-    from ldp_audit.training.frd import ProxyGrid
+    from ldp_audit.training.frd.proxy import ProxyGrid
 
     keys = np.stack(
         [transcript["trial"], transcript["agent"], transcript["submission"]], axis=1
@@ -201,8 +201,9 @@ def attack_run_dir(
         and classifier; carried into the scored result)}``.
     """
     t0 = time.perf_counter()
-    from ldp_audit.attacks.dynamics import ShadowGradientAttack
-    from ldp_audit.training.frd import ALGORITHM, FrdConfig, train_many
+    from ldp_audit.attacks.dynamics_shadow import ShadowGradientAttack
+    from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
+    from ldp_audit.training.frd.engine import train_many
 
     run_dir = Path(run_dir)
     n_shadow = check_int(n_shadow, "n_shadow", minimum=1)

@@ -43,14 +43,15 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.attacks.dynamics import (
+from ldp_audit.attacks.dynamics_run_dir import attack_run_dir
+from ldp_audit.attacks.dynamics_shadow import (
     GRAVITIES,
     Simulator,
-    attack_run_dir,
+    check_count,
+    mechanism_config,
     mechanism_epsilon,
     simulate_shadow,
 )
-from ldp_audit.attacks.dynamics_shadow import check_count, mechanism_config
 from ldp_audit.attacks.one_run import one_run_result
 from ldp_audit.attacks.one_run_steinke import audit_scores
 from ldp_audit.attacks.scoring import (
@@ -209,7 +210,7 @@ class PgcA3cTrainer:
     def __call__(self, gravities: np.ndarray, run_dir: Path, rng: np.random.Generator) -> None:
         import dataclasses
 
-        from ldp_audit.training.pgc_a3c import train
+        from ldp_audit.training.pgc_a3c.grid import train
 
         rng = check_rng(rng)
         g = tuple(float(x) for x in np.asarray(gravities, dtype=np.float64).reshape(-1))
@@ -228,7 +229,7 @@ class TranscriptScorer:
 
     For each canary slot, ``score = log p(reports | canary gravity) - log mean_b p(reports | b)``
     over the ordinary gravities ``b`` (uniform mixture), computed by
-    :func:`ldp_audit.attacks.dynamics.attack_run_dir` with the candidates ``background +
+    :func:`ldp_audit.attacks.dynamics_run_dir.attack_run_dir` with the candidates ``background +
     (canary,)``. Reads
     ``transcript.npz`` and ``config.json`` only.
     """

@@ -217,7 +217,8 @@ def model_history(run_dir: Path) -> list[tuple[str, int]]:
 
 def _charged(run_dir: Path) -> tuple[float, float, int]:
     """(sigma, q, T) of the DP-SGD updates charged to the run's ledger (agent ``model``)."""
-    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, event_from_json
+    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
+    from ldp_audit.accountant.events import event_from_json
 
     p = run_dir / "ledger.sqlite"
     hist = model_history(run_dir)

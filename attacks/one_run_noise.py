@@ -26,6 +26,10 @@ is subtracted). So the tests below are exact, need no canary and no bound on the
   updates' full noise vectors is the normalised inner product of two independent isotropic
   Gaussian vectors (the rolled one is still one), so it has the same exact law with ``k`` the
   coordinates tested; the largest over all ``n`` shifts and the pairs at lags 1..L, Bonferroni;
+* :func:`same_values_test`: two updates' noise of one squared norm (the same values again in
+  another order or with other signs, at any lag, which no correlation lines up): independent
+  ``sigma^2 chi^2(d)`` norms coincide within ``g`` with probability at most ``2 g`` times the
+  law's largest density; the closest pair of all, Bonferroni over the pairs;
 * :func:`coordinate_dependence_test`: noise shared or correlated across coordinates or tensors
   within the updates (one draw added to two tensors, a vector tiled or broadcast): the same
   exact law for two coordinates' vectors over the updates, the largest over all pairs of sketch
@@ -52,6 +56,7 @@ __all__ = [
     "pair_dependence_test",
     "coordinate_dependence_test",
     "shift_dependence_test",
+    "same_values_test",
     "scan_p_value",
     "verdict",
 ]
@@ -443,3 +448,49 @@ def shift_dependence_test(
     return {**base, "rejected": bool(p <= level), "p_value": p,
             "max_abs_rho": float(rho[t, lag]), "update": int(t), "lag": int(lag) + 1,
             **_threshold(int(k[ok].min()), level / N / n)}  # fmt: skip
+
+
+def same_values_test(noise_sq: Any, dims: Any, *, sigma: float, confidence: float = 0.95) -> dict:
+    """Two updates whose noise has the same squared norm (one draw released again permuted,
+    sign-flipped or rotated: any isometry, at any lag).
+
+    Each update's squared norm ``S_t`` over its tested tensors is ``sigma^2 chi^2(d_t)``,
+    independent over the updates; for two of them ``P[|S_s - S_t| <= g] <= 2 g f`` with ``f``
+    the largest density of either law (that of a difference of independent variables is at
+    most either's), here the largest over the updates (``d_t >= 3``: bounded). p: the closest
+    pair's ``2 g f``, Bonferroni over the pairs. The residual's float32 rounding keeps a
+    repeat's gap from 0 (1e-7 to 1e-6 at d = 4,258); the largest gap flagged, ``gap`` in the
+    result, shrinks as ``1 / T^2`` (2.5e-5 at T = 80 there: docs/opacus.md, Coverage).
+
+    Args:
+        noise_sq: (T, L) as :func:`tensor_noise_test` takes it (NaN cells left out).
+        dims: (L,) the tensors' coordinate counts.
+        sigma: the claimed noise multiplier.
+        confidence: the level is ``1 - confidence``.
+
+    Returns:
+        ``{"rejected", "p_value", "level", "pairs", "min_gap", "pair", "gap"}`` (p None when
+        fewer than two updates hold 3 tested coordinates).
+    """
+    from scipy.stats import chi2
+
+    s = np.asarray(noise_sq, dtype=np.float64)
+    d = np.asarray(dims, dtype=np.int64).reshape(-1)
+    if s.ndim != 2 or s.shape[1] != d.size:
+        raise InvalidParameterError(f"noise_sq must be (T, {d.size}), got {s.shape}")
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
+    level = 1.0 - check_probability(confidence, "confidence")
+    ok = np.isfinite(s)
+    tot, dof = np.where(ok, s, 0.0).sum(axis=1), ok @ d
+    rows = np.flatnonzero(dof >= 3)
+    N = len(rows) * (len(rows) - 1) // 2
+    if not N:
+        return {"rejected": False, "p_value": None, "level": level, "pairs": 0}
+    f = float(chi2.pdf(dof[rows].min() - 2, dof[rows].min())) / sigma**2
+    order = rows[np.argsort(tot[rows], kind="stable")]
+    gaps = np.diff(tot[order])
+    i = int(np.argmin(gaps))
+    p = min(1.0, N * 2.0 * float(gaps[i]) * f)
+    return {"rejected": bool(p <= level), "p_value": p, "level": level, "pairs": N,
+            "min_gap": float(gaps[i]), "pair": sorted(int(order[j]) for j in (i, i + 1)),
+            "gap": level / (2.0 * N * f)}  # fmt: skip

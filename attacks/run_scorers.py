@@ -28,7 +28,7 @@ def pgc_dynamics(
     max_groups: int | None = 200,
 ) -> Any:
     """Shadow-gradient dynamics inference on a PGC-A3C run (``attack dynamics --run-dir``)."""
-    from ldp_audit.attacks import dynamics as D
+    from ldp_audit.attacks import dynamics_run_dir as D
 
     pred = D.attack_run_dir(
         run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress

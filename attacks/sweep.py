@@ -8,7 +8,8 @@ agent (together ``T * eps``-LDP, Sec. 3.2.1), at one or more broadcast thetas:
 * ``init``: the first theta an honest aggregator broadcasts (PGC-A3C's Glorot initialisation);
 * ``trained``: an honest mid-training theta (the final theta of a non-private PGC-A3C trial of
   ``--train-submissions`` submissions);
-* ``crafted``: the malicious aggregator's theta (:func:`ldp_audit.attacks.dynamics.craft_theta`).
+* ``crafted``: the malicious aggregator's theta
+  (:func:`ldp_audit.attacks.dynamics_experiment.craft_theta`).
 
 Cost-saving design, stated in the JSON: per theta, the agents' clean gradients (``n_agents x 20``
 episodes) and the attacker's clean shadow gradients (``n_shadow`` per candidate) are simulated
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-# ldp_audit.attacks.dynamics (scikit-learn) is imported inside the functions, so that
+# ldp_audit.attacks.dynamics_* (scikit-learn) is imported inside the functions, so that
 # registering the `ldp-audit attack sweep` parser stays light.
 
 EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
@@ -47,7 +48,7 @@ THETAS: tuple[str, ...] = ("init", "trained", "crafted")
 
 def make_mechanism(name: str, epsilon: float) -> Any:
     """Paper mechanisms at one per-report epsilon (C = 0.01 Laplace, C = 1 PRS); inf -> none."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     none = math.isinf(epsilon) or name == "none"
     return PgcA3cConfig(mechanism="none" if none else name, epsilon=epsilon).make_mechanism()
@@ -57,14 +58,15 @@ def broadcast_theta(
     kind: str, rng: np.random.Generator, *, train_submissions: int = 3000, n_probe: int = 1000
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The theta of one threat model (see module docstring) and a description of it."""
-    from ldp_audit.attacks.dynamics import craft_theta, linear_controller_theta
+    from ldp_audit.attacks.dynamics_experiment import craft_theta, linear_controller_theta
 
     if kind == "init":
-        from ldp_audit.training.pgc_a3c import init_theta
+        from ldp_audit.training.pgc_a3c.model import init_theta
 
         return init_theta(rng), {"theta": "init", "source": "PGC-A3C Glorot initialisation"}
     if kind == "trained":
-        from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+        from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+        from ldp_audit.training.pgc_a3c.grid import train
 
         cfg = PgcA3cConfig(mechanism="none", trials=1, max_submissions=train_submissions)
         res = train(cfg, seed=int(rng.integers(2**31)), progress=False)
@@ -105,7 +107,7 @@ def sweep(
     theta's own child generator of ``seed``), so ``backend="ray"`` (``address`` for a cluster)
     gives bit for bit the results of ``backend="local"``; only the ``seconds`` fields differ.
     """
-    from ldp_audit.attacks.dynamics import GRAVITIES
+    from ldp_audit.attacks.dynamics_shadow import GRAVITIES
     from ldp_audit.backends import check_backend, run_tasks
 
     check_backend(backend, address, workers)  # before any work
@@ -165,8 +167,14 @@ def theta_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     ``task`` holds ``kind``, ``rng`` (the theta's own generator), the grid and the sizes; the
     result depends on nothing else. Returns ``(theta info, [AttackResult.to_dict(), ...])``.
     """
-    from ldp_audit.attacks.dynamics import GRAVITIES, ShadowGradientAttack, simulate_shadow
-    from ldp_audit.attacks.dynamics_shadow import mechanism_config, mechanism_epsilon, privatize
+    from ldp_audit.attacks.dynamics_shadow import (
+        GRAVITIES,
+        ShadowGradientAttack,
+        mechanism_config,
+        mechanism_epsilon,
+        privatize,
+        simulate_shadow,
+    )
     from ldp_audit.attacks.scoring import AttackResult
 
     kind, th_rng = task["kind"], task["rng"]

@@ -52,10 +52,10 @@ from ldp_audit.accountant import (
     Ledger,
     PoissonSampledEvent,
     TallyLedger,
-    event_to_json,
     pld,
     prv,
 )
+from ldp_audit.accountant.events import event_to_json
 from ldp_audit.accountant.methods import evaluate_full
 from ldp_audit.errors import InvalidParameterError
 

@@ -3,7 +3,7 @@
 In the same run, on the same inputs:
 
 1. shadow simulation: one batched ``episode_gradients`` call for B episodes (what
-   ``ldp_audit.attacks.dynamics.simulate_shadow`` does) vs. B calls of one episode each;
+   ``ldp_audit.attacks.dynamics_shadow.simulate_shadow`` does) vs. B calls of one episode each;
 2. the Laplace likelihood of the reports (``ShadowGradientAttack.log_likelihood``: scipy ``cdist``
    + ``logsumexp``) vs. a Python loop over reports with numpy per report.
 
@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_audit.attacks.dynamics import GRAVITIES, ShadowGradientAttack, simulate_shadow
+from ldp_audit.attacks.dynamics_shadow import GRAVITIES, ShadowGradientAttack, simulate_shadow
 from ldp_audit.mechanisms import Laplace
-from ldp_audit.training.pgc_a3c import episode_gradients, init_theta
+from ldp_audit.training.pgc_a3c.model import init_theta
+from ldp_audit.training.pgc_a3c.rollout import episode_gradients
 
 
 def _best(fn, repeat: int = 3) -> float:

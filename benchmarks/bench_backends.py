@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 
 from ldp_audit.backends import grid_runs, train_runs
-from ldp_audit.training.pgc_a3c import PgcA3cConfig, train, train_grid
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.grid import train, train_grid
 
 
 def grid(trials: int, subs: int) -> tuple[list[PgcA3cConfig], list[int]]:

@@ -248,7 +248,7 @@ def bench_training(
     ``loop``: the straightforward per-map, per-run DQN-alpha loop (:func:`_timed_loop`).
     ``rev``: the whole trainer at git revision ``against`` (if given), same config.
     """
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.gridworld import generate_maps
 
     maps = generate_maps(8, 1000, seed=0)
@@ -296,10 +296,10 @@ def task_cost(size: int, iterations: int) -> dict[str, object]:
 
     import torch
 
-    from ldp_audit.training.fedrl import run_fedrl
     from ldp_audit.training.fedrl import trainer as T
     from ldp_audit.training.fedrl.gridworld import generate_maps
     from ldp_audit.training.fedrl.reproduce import ReproConfig, _extras, _table1_config
+    from ldp_audit.training.fedrl.runs import run_fedrl
 
     rc = ReproConfig(sizes=(size,), runs=5, train_steps=(iterations,),
                      explore_eps=(0.05, 0.1, 0.2), curve_points=8, curve_maps=200)  # fmt: skip

@@ -81,7 +81,8 @@ def reference(n_agents: int, episodes: int, seed: int) -> tuple[float, int, int]
 
 def batched(n_agents: int, episodes: int, seed: int) -> tuple[float, float, int, int]:
     """The engine. Returns (wall seconds, CPU seconds, agent-episodes, agent-steps)."""
-    from ldp_audit.training.frd import setting_config, train_many
+    from ldp_audit.training.frd.config import setting_config
+    from ldp_audit.training.frd.engine import train_many
 
     # no exchange within the benchmark (I >= episodes): the same work as the reference
     cfg = setting_config(

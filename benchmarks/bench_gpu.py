@@ -413,10 +413,11 @@ def _rel(a: Any, c: Any) -> float:
 
 def _runs_close(b: Bench) -> dict[str, Any]:
     """Short whole runs with random actions (same episodes on both devices)."""
-    from ldp_audit.training import fedrl as F
     from ldp_audit.training.dprl import config, trainer
     from ldp_audit.training.fedrl import exchange as FX
     from ldp_audit.training.fedrl import runs as FR
+    from ldp_audit.training.fedrl.config import FedRLConfig
+    from ldp_audit.training.fedrl.runs import run_fedrl
 
     q = b.args.quick
     checks = []
@@ -425,7 +426,7 @@ def _runs_close(b: Bench) -> dict[str, Any]:
                clip_outputs=2.0, sigma=0.5, runs=2)  # fmt: skip
     got = {}
     for key, dev in (("cpu", "cpu"), ("cuda", b.gdev)):
-        r = F.run_fedrl(F.FedRLConfig(**cfg, device=dev), seed=3, record=True)
+        r = run_fedrl(FedRLConfig(**cfg, device=dev), seed=3, record=True)
         tr, _ = FR.log_arrays(r["log"])
         # greedy evaluation differs by design; compare what training released and learned
         n_train = int((tr["q_kind"] <= FX.KIND_NEXT).sum())
@@ -484,8 +485,9 @@ def _runs_close(b: Bench) -> dict[str, Any]:
 def _fedrl_speed(b: Bench) -> dict[str, Any]:
     import torch
 
-    from ldp_audit.training import fedrl as F
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.gridworld import generate_maps
+    from ldp_audit.training.fedrl.runs import run_fedrl
 
     q = b.args.quick
     cores = os.cpu_count() or 1
@@ -502,10 +504,10 @@ def _fedrl_speed(b: Bench) -> dict[str, Any]:
     rows = []
     maps_by_size: dict[int, Any] = {}
     if b.cuda:  # CUDA context, cuBLAS handles: not timed
-        warm = F.FedRLConfig(size=8, n_maps=100, n_envs=4, batch_size=8, learning_starts=8,
+        warm = FedRLConfig(size=8, n_maps=100, n_envs=4, batch_size=8, learning_starts=8,
                              train_steps=5, eval_maps=1, methods=("fedrl",),
                              device="cuda")  # fmt: skip
-        F.run_fedrl(warm, seed=0, record=False)
+        run_fedrl(warm, seed=0, record=False)
     for c in configs:
         if b.left() < 30:
             rows.append({**c, "status": "skipped: time"})
@@ -516,12 +518,12 @@ def _fedrl_speed(b: Bench) -> dict[str, Any]:
         row: dict[str, Any] = dict(c, method="fedrl")
         runs_on = [("cpu", t) for t in threads] + ([("cuda", 1)] if b.cuda else [])
         for dev, th in runs_on:
-            cfg = F.FedRLConfig(size=size, n_maps=200, n_envs=c["n_envs"],
+            cfg = FedRLConfig(size=size, n_maps=200, n_envs=c["n_envs"],
                                 batch_size=c["batch_size"], learning_starts=c["batch_size"],
                                 train_steps=c["steps"], eval_maps=2, runs=c["runs"],
                                 methods=("fedrl",), device=dev)  # fmt: skip
             t = time.perf_counter()
-            r = F.run_fedrl(cfg, seed=0, maps=maps_by_size[size], record=False, threads=th)
+            r = run_fedrl(cfg, seed=0, maps=maps_by_size[size], record=False, threads=th)
             wall = time.perf_counter() - t
             per = r["results"][0]["train_seconds"] / c["steps"]
             key = f"{dev}_t{th}" if dev == "cpu" else "cuda"
@@ -672,9 +674,10 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
 
 
 def _table1(b: Bench) -> dict[str, Any]:
-    from ldp_audit.training import fedrl as F
     from ldp_audit.training.fedrl import metrics as FM
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.gridworld import generate_maps
+    from ldp_audit.training.fedrl.runs import run_fedrl
 
     speed = b.doc["stages"].get("fedrl_speed", {}).get("rows", [])
     per_it = next(
@@ -691,11 +694,11 @@ def _table1(b: Bench) -> dict[str, Any]:
     if steps < 4000:
         return {"status": f"skipped: {b.left():.0f} s left allow {steps} iterations (< 4000)"}
     # the committed reproduction's settings (training/fedrl/reproduce.py), longer training
-    cfg = F.FedRLConfig(size=8, n_maps=8000, map_seed=0, sigma=1.0, train_steps=steps,
+    cfg = FedRLConfig(size=8, n_maps=8000, map_seed=0, sigma=1.0, train_steps=steps,
                         n_envs=16, eval_maps=800, runs=5, device="cuda")  # fmt: skip
     b.say(f"  Table 1 on cuda: 8x8, 5 runs per method, {steps} iterations")
     t = time.perf_counter()
-    r = F.run_fedrl(cfg, seed=8000, maps=maps, record=False)
+    r = run_fedrl(cfg, seed=8000, maps=maps, record=False)
     secs = time.perf_counter() - t
     m = FM.table_metrics(cfg, r["results"])
     table = {

@@ -59,15 +59,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reference_pgc import loss_gradients_numpy, reference_train  # noqa: E402
 
-from ldp_audit.training.pgc_a3c import (
-    DIM,
-    PgcA3cConfig,
-    init_theta,
-    loss_gradients,
-    rollout,
-    train,
-    train_grid,
-)
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.gradients import loss_gradients
+from ldp_audit.training.pgc_a3c.grid import train, train_grid
+from ldp_audit.training.pgc_a3c.model import DIM, init_theta
+from ldp_audit.training.pgc_a3c.rollout import rollout
 
 
 def bench_reference(seconds: float) -> dict:

@@ -216,7 +216,8 @@ try:
         doc["runs"] = f"skipped: {why}"
     else:
         from ldp_audit.training.frd import engine as E
-        from ldp_audit.training.frd import setting_config, train_many
+        from ldp_audit.training.frd.config import setting_config
+        from ldp_audit.training.frd.engine import train_many
 
         real, per = E._Engine._distil, {"s": 0.0, "n": 0}
 

@@ -22,13 +22,15 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
+from ldp_audit.attacks.dynamics_run_dir import attack_private_param_run, score_private_param_run
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.trainer import train
 
 GRID = {
     "Acrobot-v1": ["LINK_MASS_1", "LINK_MASS_2", "LINK_LENGTH_1", "LINK_COM_POS_1", "LINK_MOI"],
-    "MountainCar-v0": ["force", "gravity", "max_speed"],
+    # max_speed left out: {x/2, x, 2x} has x and 2x alike (no speed reached is above 0.07),
+    # refused by the probe since 2026-12-06 (its row in results/ was measured before)
+    "MountainCar-v0": ["force", "gravity"],
     "CartPole-v1": ["length", "masspole", "force_mag"],
 }
 

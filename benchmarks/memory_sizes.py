@@ -186,11 +186,11 @@ def estimate(kw: dict) -> float:
     from ldp_audit.training import sizes
     from ldp_audit.training.dprl.config import DprlConfig
     from ldp_audit.training.dprl.config import ReproduceSettings as DprlSettings
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.reproduce import ReproConfig
-    from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.frd.config import FrdConfig
     from ldp_audit.training.frd.reproduce import ReproduceSettings as FrdSettings
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
     from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig
     from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
     from ldp_audit.training.sizes import pgc_estimates, pgc_reproduce_estimates
@@ -263,7 +263,8 @@ def peak_memory(cmd: list[str]) -> dict[str, float]:
 
 _TRACED = """
 import pickle, sys, tracemalloc
-from ldp_audit.training.pgc_a3c import PgcA3cConfig, train_grid
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.grid import train_grid
 subs = int(sys.argv[1])
 cfgs = [PgcA3cConfig(mechanism=m, trials=1, max_submissions=subs, stop_at_target=False,
                      buffer_size=b, **({"epsilon": e} if m != "none" else {}))

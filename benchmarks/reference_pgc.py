@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from ldp_audit.training.cartpole import initial_states
-from ldp_audit.training.pgc_a3c import DIM, PgcA3cConfig, init_theta
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.model import DIM, init_theta
 
 
 class A3CNet(nn.Module):
@@ -174,7 +175,7 @@ def loss_gradients_numpy(
     lam: float | np.ndarray = 0.5,
     beta: float | np.ndarray = 0.01,
 ) -> np.ndarray:
-    """``ldp_audit.training.pgc_a3c.loss_gradients`` in batched NumPy
+    """``ldp_audit.training.pgc_a3c.gradients.loss_gradients`` in batched NumPy
     (``pgc_a3c_gym.model.loss_gradients`` with two actions, the formulation the Gymnasium
     trainer uses), the reference the compiled kernel is checked against (tests/test_pgc_kernels.py,
     ``bench_pgc.py``). Inputs as ``loss_gradients`` takes them (valid, not checked here).

@@ -17,53 +17,14 @@ Submodules:
     accountant: events, the SQLite ledger, composition and budgets.
     report: privacy reports (HTML, Markdown, JSON).
     testing: ``check_mechanism``, a conformance checker for your own mechanism.
+    errors: the one error hierarchy (``LdpAuditError`` and its subclasses).
+
+The package root gives only ``__version__``: each name is imported from the submodule that
+defines it (``from ldp_audit.mechanisms import Laplace``).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from ldp_audit.errors import (
-    BudgetExceeded,
-    InvalidParameterError,
-    LdpAuditError,
-    LedgerError,
-    RunDirectoryError,
-    UserCodeError,
-)
-
 __version__ = "0.1.0"
 
-# Public names re-exported lazily (PEP 562) so importing the package stays light: module -> names
-_LAZY_FROM = {
-    "ldp_audit.mechanisms": "Laplace ProjectedRandomSign BitFlip RandomizedResponse Gaussian "
-    "NoPrivacy split_epsilon DiscreteLaplace",
-    "ldp_audit.audit": "AuditResult Verdict PrivacyProfile exact_epsilon",
-    "ldp_audit._scalar": "from_scalar",
-    "ldp_audit.release": "require_sealed",
-    "ldp_audit.rundir": "RunWriter RunDir",
-    "ldp_audit.accountant": "Accountant Ledger",
-    "ldp_audit.testing": "check_mechanism",
-}
-_LAZY = {name: module for module, names in _LAZY_FROM.items() for name in names.split()}
-
-__all__ = [
-    "BudgetExceeded",
-    "InvalidParameterError",
-    "LdpAuditError",
-    "LedgerError",
-    "RunDirectoryError",
-    "UserCodeError",
-    "__version__",
-    *_LAZY,
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ldp_audit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__all__ = ["__version__"]

@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,8 @@ class ScalarMechanism:
     """A scalar mechanism seen through the batched ``privatize(x, rng)`` interface.
 
     Build it with :func:`from_scalar`. Inputs have shape (n, 1); each row is one call of the
-    wrapped function; outputs have shape (n, 1), float64.
+    wrapped function; outputs have shape (n, 1), float64, or (n, m) when every call returns a
+    vector of m real numbers (int64 when they are integers).
 
     Attributes:
         epsilon: the library's claimed epsilon (passed through).
@@ -60,6 +61,7 @@ class ScalarMechanism:
     name: str
     vectorized: bool
     integer_inputs: bool = False
+    bool_inputs: bool = False
 
     @property
     def reproducible(self) -> bool:
@@ -96,7 +98,8 @@ class ScalarMechanism:
         return out
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
-        """Call the wrapped function on every row of ``x`` (n, 1); returns (n, 1) float64."""
+        """Call the wrapped function on every row of ``x`` (n, 1); returns (n, 1) float64, or
+        (n, m) for a function returning m values per call."""
         rng = check_rng(rng)
         xb = np.asarray(x, dtype=np.float64)
         if xb.ndim != 2 or xb.shape[1] != 1:
@@ -115,6 +118,7 @@ class ScalarMechanism:
                 res = fn(values)
             else:
                 vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
+                vals = [bool(v) for v in vals] if self.bool_inputs else vals
                 append = res.append
                 for v in vals:
                     append(fn(v))
@@ -123,24 +127,53 @@ class ScalarMechanism:
             if not self.vectorized:
                 on = f"input {vals[len(res)]!r}"
             raise UserCodeError(f"{self.name} raised {type(exc).__name__} on {on}: {exc}") from exc
+        return self._outputs(res, vals, values.shape[0])
+
+    def _outputs(self, res: Any, vals: list[Any], n: int) -> np.ndarray:
+        """The calls' results as an (n, m) array: one real number (m = 1, float64) or one
+        fixed-length vector of them (a tuple such as ``(y, seed)``, a bit vector) per input;
+        bools read as 0/1; integer vectors stay int64 (a statistic then sees a seed exactly)."""
+        arr: Any = None
+        err: Exception | None = None
         try:
             arr = np.asarray(res)
-        except Exception as exc:  # noqa: BLE001 - ragged or exotic outputs
-            raise UserCodeError(f"{self.name} returned values that are not numbers: {exc}") from exc
-        kinds = "biuf" if self.vectorized else "iuf"  # a vectorized bit-flip may return bools
-        if arr.dtype.kind not in kinds or arr.shape != values.shape:
-            pairs = () if self.vectorized else zip(vals, res, strict=True)
-            for v, r in pairs:
-                if isinstance(r, bool) or not isinstance(r, numbers.Real):
+        except Exception as exc:  # noqa: BLE001 - nested ((bits, cohort)), ragged or exotic
+            if self.vectorized:
+                raise UserCodeError(
+                    f"{self.name} returned values that are not numbers: {exc}"
+                ) from exc
+            err = exc
+        if not self.vectorized and (arr is None or arr.dtype == object):
+            res = [_flat(r) for r in res]  # tuples, arrays, iterators (zip): read in order
+            for v, r in zip(vals, res, strict=True):
+                if len(r) != len(res[0]):
                     raise UserCodeError(
-                        f"{self.name} must return a real number, got {r!r} "
-                        f"({type(r).__name__}) on input {v!r}"
-                    )
+                        f"{self.name} must return the same number of values on every call: "
+                        f"{_count(len(res[0]))} on input {vals[0]!r}, {_count(len(r))} on input "
+                        f"{v!r}"
+                    ) from err
+            arr = np.asarray(res)
+        if arr.ndim > 2 and not self.vectorized:  # a nested vector per call, in order
+            arr = arr.reshape(len(arr), -1)
+        width = arr.shape[1] if arr.ndim == 2 else 1
+        if arr.dtype.kind not in "biuf" or arr.ndim not in (1, 2) or len(arr) != n or not width:
+            for v, r in () if self.vectorized else zip(vals, res, strict=True):
+                for e in r if isinstance(r, (tuple, list, np.ndarray)) else (r,):
+                    if not isinstance(e, (numbers.Real, np.bool_)):
+                        raise UserCodeError(
+                            f"{self.name} must return a real number, got {r!r} "
+                            f"({type(r).__name__}) on input {v!r} (or a fixed-length vector of "
+                            "real numbers on every call)"
+                        )
             raise UserCodeError(
                 f"{self.name} must return one real number per input, got dtype {arr.dtype}, "
-                f"shape {arr.shape} for {values.shape[0]} inputs"
+                f"shape {arr.shape} for {n} inputs (or one fixed-length vector of real numbers "
+                "per input)"
             )
-        return arr.astype(np.float64)[:, None]
+        if arr.ndim == 1:
+            return arr.astype(np.float64)[:, None]
+        exact = arr.dtype.kind == "i" or (arr.dtype.kind == "u" and not (arr >= 2**63).any())
+        return arr.astype(np.int64 if exact else np.float64)
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
@@ -178,7 +211,8 @@ def from_scalar(
             (pairs: its ends, and low with the middle), or a list of values for a finite
             domain (pairs: every two distinct values, at most 16); a list of Python/NumPy
             integers makes the function receive ``int`` values (libraries such as
-            diffprivlib's ``Geometric`` refuse floats).
+            diffprivlib's ``Geometric`` refuse floats), a list of bools ``[False, True]``
+            makes it receive ``bool`` values (OpenDP's ``make_randomized_response_bool``).
         seeding: ``"none"`` (the library cannot be seeded: results are not reproducible and
             the audit says so), ``"random_state"`` (a ``numpy.random.RandomState``), ``"seed"``
             (an int), ``"generator"`` (a ``numpy.random.Generator``).
@@ -201,8 +235,8 @@ def from_scalar(
         raise InvalidParameterError(f"seeding must be one of {SEEDINGS}, got {seeding!r}")
     vectorized = check_bool(vectorized, "vectorized")
     dom: Any
-    integer_inputs = False
-    if isinstance(domain, tuple) and len(domain) == 2:
+    integer_inputs = bool_inputs = False
+    if isinstance(domain, tuple) and len(domain) == 2 and not _all_bools(domain):
         lo = check_real(domain[0], "domain low")
         hi = check_real(domain[1], "domain high")
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
@@ -211,8 +245,9 @@ def from_scalar(
             )
         dom = (lo, hi)
     else:
+        bool_inputs = _all_bools(domain)  # [False, True]: OpenDP's boolean randomised response
         try:
-            vals = [check_real(v, "domain value") for v in domain]
+            vals = [float(v) if bool_inputs else check_real(v, "domain value") for v in domain]
         except TypeError:
             raise InvalidParameterError(
                 f"domain must be (low, high) or a list of values, got {domain!r}"
@@ -234,5 +269,25 @@ def from_scalar(
         seeding=seeding,
         name=str(label),
         vectorized=vectorized,
-        integer_inputs=integer_inputs,
+        integer_inputs=integer_inputs and not bool_inputs,
+        bool_inputs=bool_inputs,
     )
+
+
+def _all_bools(domain: Any) -> bool:
+    try:
+        return all(isinstance(v, (bool, np.bool_)) for v in domain)
+    except TypeError:
+        return False
+
+
+def _flat(r: Any) -> list[Any]:
+    if isinstance(r, np.ndarray):
+        return r.ravel().tolist()
+    if isinstance(r, Iterable) and not isinstance(r, (str, bytes)):  # tuple, list, zip
+        return [e for item in r for e in _flat(item)]
+    return [r]
+
+
+def _count(k: int) -> str:
+    return f"{k} value{'' if k == 1 else 's'}"

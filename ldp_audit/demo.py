@@ -13,7 +13,7 @@ public APIs of the other packages:
    implementation: floating-point bits too) and a privacy profile (``ldp_audit.audit``)
    -> ``audit.json``;
 3. the dynamics-inference attack on its transcript: recover each agent's gravity from its
-   noisy reports, scored against ``secrets.npz`` (``ldp_audit.attacks.dynamics``) ->
+   noisy reports, scored against ``secrets.npz`` (``ldp_audit.attacks.dynamics_run_dir``) ->
    ``attack_dynamics.json``;
 4. the privacy report (``ldp_audit.report``) -> ``out_dir/report/index.html``.
 
@@ -87,7 +87,8 @@ class DemoResult:
 
 def _train(run_dir: Path, s: DemoSettings, seed: int, progress: bool, overwrite: bool) -> None:
     """The PGC-A3C run of the demo's settings, into ``run_dir``."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.grid import train
 
     names = ("mechanism", "epsilon", "trials", "n_agents", "max_submissions")  # its fields
     cfg = PgcA3cConfig(**{k: getattr(s, k) for k in names})
@@ -133,7 +134,7 @@ def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, prog
 
 def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) -> None:
     """Dynamics inference on the transcript, scored with secrets.npz; write attack_dynamics.json."""
-    from ldp_audit.attacks.dynamics import attack_run_dir, score_run_dir
+    from ldp_audit.attacks.dynamics_run_dir import attack_run_dir, score_run_dir
 
     pred = attack_run_dir(
         run_dir,

@@ -128,8 +128,10 @@ def parse_private_param(text: str) -> tuple[str, tuple[float, ...]]:
     name, _, rest = text.partition("=")
     name = name.strip()
     if not _NAME.fullmatch(name):
+        sub = "." in name  # a value inside a sub-object: one attribute of the env forwards to it
         raise argparse.ArgumentTypeError(
             f"--private-param: {name!r} is not an attribute name (in {text!r})"
+            + ("; for a value inside a sub-object, give the env a property with a setter" * sub)
         )
     vals = tuple(parse_real(v, f"--private-param {name}") for v in rest.split(","))
     if len(vals) < 2:

@@ -200,7 +200,7 @@ _SCOPES = ("local", "central")
 def _check_charges(charges: Any, memo: dict[int, tuple[Any, str]]) -> list[tuple[str, Any]]:
     """``[(agent, event), ...]``: a sequence (not a str) of pairs, agents non-empty str, events
     ledger events (validated once per event object; ``memo`` maps id(event) -> (event, JSON))."""
-    from ldp_audit.accountant import event_to_json
+    from ldp_audit.accountant.events import event_to_json
 
     if isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable):
         raise InvalidParameterError(

@@ -28,7 +28,7 @@ gave, the mechanism and the declared private parameter, so the registered ``own-
 (:data:`OWN_LOOP`) lets ``ldp-audit report`` and ``ldp-audit audit --run-dir`` read it. The
 dynamics attack needs the loop's own simulator (the public MDP and update rule), which a run
 directory never names as code: call
-:func:`ldp_audit.attacks.dynamics.private_param_dynamics` with ``simulator=`` from Python.
+:func:`ldp_audit.attacks.dynamics_run_dir.private_param_dynamics` with ``simulator=`` from Python.
 """
 
 from __future__ import annotations
@@ -386,7 +386,7 @@ OWN_LOOP = SystemSpec(
     trainer="ldp_audit.run:_demo_train",
     schema=_OWN_SCHEMA,
     targets="ldp_audit.run:_targets",
-    attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
+    attacks={"dynamics": "ldp_audit.attacks.dynamics_run_dir:private_param_dynamics"},
     cli="ldp_audit.run:_no_cli",
     tiny_config={
         "system": "demo",

@@ -67,7 +67,7 @@ BUILTIN = (
     "ldp_audit.training.systems:DPRL",
     "ldp_audit.training.systems:FEDRL",
     "ldp_audit.training.systems:FRD",
-    "ldp_audit.opacus:OPACUS",
+    "ldp_audit.opacus.system:OPACUS",
     "ldp_audit.training.pgc_a3c_gym.system:GYM_PGC",
     "ldp_audit.run:OWN_LOOP",
 )

@@ -23,7 +23,9 @@ list only shrinks too, so a split module's rooms talk through public names.
 A third check has no list: no file of the three parts uses a private name of a third-party
 package (Opacus included), imported
 (``from opacus.optimizers.optimizer import _generate_noise``), through a private module
-(``from torch._C import x``) or as an attribute of an imported name (``opacus._x``, ``np._y``).
+(``from torch._C import x``), as an attribute of an imported name (``opacus._x``, ``np._y``) or
+inherited: a subclass of a third-party class using a private name it does not define
+(``self._get_flat_grad_sample(p)`` in a ``DPOptimizer`` subclass).
 The standard library is left out (``sys._getframe`` and ``os._exit`` are documented API);
 ``tests/`` and ``benchmarks/`` are not scanned (their diffprivlib shim patches
 ``sklearn.tree._tree`` on purpose, docs/audit.md).
@@ -225,7 +227,42 @@ def third_party_violations_of(path: Path) -> list[str]:
             continue
         i = next(i for i, n in enumerate(names) if _private(n))
         found.add(".".join([aliases[root], *names[: i + 1]]))
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        found.update(_inherited_private(cls, aliases))
     return sorted(found)
+
+
+def _inherited_private(cls: ast.ClassDef, aliases: dict[str, str]) -> set[str]:
+    """``BASE._name`` of every private name a subclass of a third-party class uses through
+    ``self`` / ``cls`` / ``super()`` without defining it in its own body (an inherited private
+    method or attribute: ``self._get_flat_grad_sample(p)`` in a ``DPOptimizer`` subclass)."""
+    bases = []
+    for b in cls.bases:
+        root, chain = _attribute_chain(b) if isinstance(b, ast.Attribute) else (None, [])
+        if isinstance(b, ast.Name) and b.id in aliases:
+            bases.append(aliases[b.id])
+        elif root in aliases:
+            bases.append(".".join([aliases[root], *chain]))
+    if not bases:
+        return set()
+    own: set[str] = set()
+    for n in ast.walk(cls):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            own.add(n.name)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+            own.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            own.add(n.id)
+    out = set()
+    for n in ast.walk(cls):
+        if not (isinstance(n, ast.Attribute) and _private(n.attr) and n.attr not in own):
+            continue
+        v = n.value
+        if (isinstance(v, ast.Name) and v.id in ("self", "cls")) or (
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super"
+        ):
+            out.add(f"{bases[0]}.{n.attr}")
+    return out
 
 
 def scan_third_party() -> set[str]:

@@ -36,17 +36,16 @@ class NoClipping(DPOptimizer):
     """Per-sample gradients summed without clipping."""
 
     def clip_and_accumulate(self) -> None:
-        for p in self.params:
-            g = self._get_flat_grad_sample(p).to(p.dtype)
-            p.summed_grad = g.sum(dim=0)
+        for p, g in zip(self.params, self.grad_samples, strict=True):
+            p.summed_grad = g.to(p.dtype).sum(dim=0)
 
 
 class PerLayerClipping(DPOptimizer):
     """Each parameter tensor's per-sample gradient clipped to C on its own (slides' REINFORCE)."""
 
     def clip_and_accumulate(self) -> None:
-        for p in self.params:
-            g = self._get_flat_grad_sample(p).to(p.dtype)
+        for p, g in zip(self.params, self.grad_samples, strict=True):
+            g = g.to(p.dtype)
             norms = g.reshape(len(g), -1).norm(2, dim=-1)
             factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
             p.summed_grad = torch.einsum("i,i...", factor, g)

@@ -56,7 +56,23 @@ and one missed in stop 46, flagged since by the shift test (docs/opacus.md "Cove
 
 * :class:`NoisePoolOverlap`: every update's noise a window of one pool of Gaussian draws,
   moved on by ``STRIDE`` (1,000) coordinates an update (fewer than the parameters):
-  consecutive updates share most of their noise at a coordinate offset.
+  consecutive updates share most of their noise at a coordinate offset;
+
+and one missed in session 47's probe, flagged since by the same-values test:
+
+* :class:`NoisePermutedAtLag`: every 8th update's noise a random permutation of the noise of
+  the update 4 before;
+
+and one missed in session 47's probe, flagged since by the clipping probe:
+
+* :class:`LastGroupUnclipped`: the per-sample norms and clipping over every parameter group
+  but the last (a head trained at its own learning rate), whose per-sample gradients are
+  summed unclipped;
+
+and one missed in session 47's probe, flagged since by the clipped sum's comparison:
+
+* :class:`MomentumInSummedGrad`: momentum 0.9 on the clipped sums before the noise, written
+  into ``p.summed_grad`` in ``add_noise``.
 """
 
 from __future__ import annotations
@@ -413,13 +429,60 @@ class NoisePoolOverlap(DPOptimizer):
         _release(self, [z.view_as(p.summed_grad) for z, p in zip(w, self.params, strict=True)])
 
 
+class NoisePermutedAtLag(DPOptimizer):
+    """Every 8th update's noise is a random permutation of the noise of the update 4 before
+    (the same values in another order: no correlation at any offset); the others fresh."""
+
+    def add_noise(self) -> None:
+        k, flat = _tick(self), [p.numel() for p in self.params]
+        z = torch.normal(0.0, self.noise_multiplier * self.max_grad_norm, (sum(flat),),
+                         generator=self.generator)  # fmt: skip
+        self._hist = [*getattr(self, "_hist", [])[-4:], z]
+        if k >= 4 and k % 8 == 7:
+            old = self._hist[0]
+            z = self._hist[-1] = old[torch.randperm(len(old), generator=self.generator)]
+        _release(
+            self,
+            [c.view_as(p.summed_grad) for c, p in zip(z.split(flat), self.params, strict=True)],
+        )
+
+
+class LastGroupUnclipped(DPOptimizer):
+    """Per-sample clipping of every parameter group but the last; the last group's per-sample
+    gradients summed unclipped (no canary coordinate lies in a small head)."""
+
+    def clip_and_accumulate(self) -> None:
+        last = {id(p) for p in self.original_optimizer.param_groups[-1]["params"]}
+        gs = [self._get_flat_grad_sample(p) for p in self.params]
+        clipped = [id(p) not in last for p in self.params]
+        norms = torch.stack(
+            [g.flatten(1).norm(dim=1) for g, c in zip(gs, clipped, strict=True) if c], 1
+        )
+        factor = (self.max_grad_norm / (norms.norm(dim=1) + 1e-6)).clamp(max=1.0)
+        for p, g, c in zip(self.params, gs, clipped, strict=True):
+            s = torch.einsum("i,i...", factor, g) if c else g.sum(dim=0)
+            p.summed_grad = s if p.summed_grad is None else p.summed_grad + s
+
+
+class MomentumInSummedGrad(DPOptimizer):
+    """``summed_grad`` replaced by ``m_t = 0.9 m_{t-1} + summed_grad`` before the noise (each
+    clipped sum released again, decayed, in every later update)."""
+
+    def add_noise(self) -> None:
+        for p in self.params:
+            m = getattr(p, "_momentum", None)
+            p._momentum = p.summed_grad.clone() if m is None else 0.9 * m + p.summed_grad
+            p.summed_grad = p._momentum.clone()
+        super().add_noise()
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
     "no update charged": (NeverCharged, "ledger"),
     "aggregate clipped instead of each sample": (AggregateClipping, "contribution"),
     "noise scaled down by the batch size": (NoiseScaledByBatch, "noise"),
-    "per-layer clipping": (PerLayerClipping, "contribution"),
+    "per-layer clipping": (PerLayerClipping, "clipping"),  # and contribution
     "ledger charged with twice the real noise multiplier": (NoiseHalfTheCharged, "noise"),
     "clipping after the noise": (ClipAfterNoise, "noise"),
     "biases released without noise": (BiasesUnnoised, "noise"),
@@ -442,4 +505,8 @@ BROKEN = {
     "noise skipped on one update in 20": (NoiseSkippedOneIn20, "noise"),
     "noise scaled by the sampled batch size": (NoiseBySampledBatch, "noise"),
     "noise windows of one pool overlapping at an offset": (NoisePoolOverlap, "independence"),
+    "every 8th update's noise a permutation of the 4th before": (
+        NoisePermutedAtLag,
+        "independence",
+    ),
 }

@@ -19,7 +19,7 @@ from typing import Any
 
 def _pgc(base: Path, cfg: dict[str, Any], n_agents: int, seed: int, log: bool) -> Path:
     from ldp_audit.training.flower import pgc_app as F
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     agents = [F.AgentSecrets(*a) for a in AGENTS[:n_agents]]
     log_file = base / "log" if log else None
@@ -40,7 +40,7 @@ PGC_BUDGET = {"mechanism": "prs", "epsilon": 6.0, "rounds": 3, "budget": 4.5}
 def _deployment(base: Path) -> Path:
     """test_flower_deployment.py: the PGC-A3C app on a SuperLink and two SuperNodes."""
     from ldp_audit.training.flower.pgc_app import write_app_project
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
     from tests.flower_deploy import run_on_superlink
 
     run, ledgers = base / "run", base / "ledgers"

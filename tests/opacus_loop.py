@@ -32,9 +32,11 @@ def make_loop(
     clip: float = 1.0,
     poisson: bool = True,
     ghost: bool = False,
+    head_lr: float | None = None,
 ) -> tuple[Any, Any, Any]:
     """(model, optimizer, loader) as ``make_private`` builds them, with the optimizer class
-    given (a user's subclass); every draw from generators seeded by ``seed``. ``ghost``: Opacus's
+    given (a user's subclass); every draw from generators seeded by ``seed``. ``head_lr``: the
+    last layer in a second parameter group at that learning rate. ``ghost``: Opacus's
     ghost clipping (``GradSampleModuleFastGradientClipping`` and, unless ``optimizer_class`` is
     given, ``DPOptimizerFastGradientClipping``); train it with :func:`train_ghost`."""
     g = torch.Generator().manual_seed(seed)
@@ -62,7 +64,9 @@ def make_loop(
         loader = DPDataLoader.from_data_loader(
             loader, generator=torch.Generator().manual_seed(seed + 1)
         )
-    base = torch.optim.SGD(model.parameters(), lr=0.2)
+    ps = list(model.parameters())
+    groups = [{"params": ps[:-2]}, {"params": ps[-2:], "lr": head_lr}] if head_lr else ps
+    base = torch.optim.SGD(groups, lr=0.2)
     opt = optimizer_class(base, noise_multiplier=sigma, max_grad_norm=clip,
                           expected_batch_size=batch,
                           generator=torch.Generator().manual_seed(seed + 2))  # fmt: skip

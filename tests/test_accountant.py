@@ -21,9 +21,9 @@ from ldp_audit.accountant import (
     SelfComposedEvent,
     compose,
     event_for,
-    supports,
 )
 from ldp_audit.accountant import composition as C
+from ldp_audit.accountant.methods import supports
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
 
 

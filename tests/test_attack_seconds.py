@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-import ldp_audit.attacks.dynamics as D
+from ldp_audit.attacks.dynamics_run_dir import attack_run_dir, score_run_dir
+from ldp_audit.attacks.dynamics_shadow import GRAVITIES
 from ldp_audit.attacks.membership import FixedThetaTrainer
 from ldp_audit.mechanisms import RandomizedResponse
 from tests.test_attacks_dynamics import index_simulator
@@ -30,13 +31,13 @@ def busy_simulator(theta, gravity, rng, alpha=0.0):
 def test_run_dir_attack_seconds_include_the_simulation(tmp_path) -> None:
     mech = RandomizedResponse(epsilon=2.0, k=3)
     rng = np.random.default_rng(8)
-    gravities = rng.choice(np.array(D.GRAVITIES), size=40)
+    gravities = rng.choice(np.array(GRAVITIES), size=40)
     FixedThetaTrainer(
         theta=np.zeros(1), mechanism=mech, reports_per_agent=2, simulator=index_simulator
     )(gravities, tmp_path, rng)
     SPENT.clear()
-    pred = D.attack_run_dir(tmp_path, n_shadow=5, max_groups=None, simulator=busy_simulator)
-    res = D.score_run_dir(tmp_path, pred)
+    pred = attack_run_dir(tmp_path, n_shadow=5, max_groups=None, simulator=busy_simulator)
+    res = score_run_dir(tmp_path, pred)
     assert SPENT, "the simulator was not called"
     # every simulator second happened inside the attack: the recorded time holds them all
     assert pred["seconds"] >= sum(SPENT)

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldp_audit.attacks import dynamics as D
+from ldp_audit.attacks import dynamics_experiment as E
+from ldp_audit.attacks.dynamics_experiment import craft_theta, linear_controller_theta
+from ldp_audit.attacks.dynamics_run_dir import attack_run_dir, score_run_dir
+from ldp_audit.attacks.dynamics_shadow import GRAVITIES, ShadowGradientAttack, simulate_shadow
 from ldp_audit.attacks.scoring import accuracy_ceiling
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.mechanisms import Laplace, NoPrivacy, RandomizedResponse
 
-CANDS = np.array(D.GRAVITIES)
+CANDS = np.array(GRAVITIES)
 
 
 def index_simulator(theta, gravity, rng, alpha=0.0):
@@ -45,7 +48,7 @@ def test_rr_single_report_reaches_ceiling_and_never_exceeds(eps: float) -> None:
     # e^eps / (e^eps + k - 1): the ceiling must lie in the attack's CP interval (false-failure
     # probability <= 1e-6 / 6 per parameter, Clopper-Pearson is exact-conservative).
     mech = RandomizedResponse(epsilon=eps, k=3)
-    r = D.run(
+    r = E.run(
         mech,
         theta=np.zeros(1),
         n_agents=20_000,
@@ -66,7 +69,7 @@ def test_rr_many_reports_never_exceed_composed_ceiling(T: int) -> None:
     # the CP lower limit at 1e-6/6 must not exceed it, and the attack must still gain from T.
     eps = 0.3
     mech = RandomizedResponse(epsilon=eps, k=3)
-    r = D.run(
+    r = E.run(
         mech,
         theta=np.zeros(1),
         n_agents=20_000,
@@ -96,7 +99,7 @@ def test_broken_mechanism_is_flagged() -> None:
     # interval. At eps = 0.5, n = 20,000 the true accuracy 0.69 vs ceiling 0.45 is ~70 standard
     # errors away, so a missed flag has probability far below 1e-6.
     mech = DoubledRR(epsilon=0.5, k=3)
-    r = D.run(
+    r = E.run(
         mech,
         theta=np.zeros(1),
         n_agents=20_000,
@@ -116,10 +119,10 @@ def test_eps_inf_recovers_gravity_far_above_chance() -> None:
     # random initial theta, 10 reports per agent, no privacy. Measured: 198/200 correct
     # (0.99; chance 0.5) with seed 0. If the attack's true accuracy is >= 0.95, P(correct < 150)
     # is < 1e-20 (binomial tail), so the bound below fails only if the attack is broken.
-    from ldp_audit.training.pgc_a3c import init_theta
+    from ldp_audit.training.pgc_a3c.model import init_theta
 
     theta = init_theta(np.random.default_rng(0))
-    r = D.run(
+    r = E.run(
         NoPrivacy(),
         theta=theta,
         candidates=(7.0, 12.0),
@@ -144,7 +147,7 @@ def test_laplace_likelihood_on_separable_world() -> None:
         return x, np.zeros(g.size)
 
     mech = Laplace(epsilon=20.0, clip=0.01)
-    r = D.run(mech, theta=np.zeros(1), n_agents=3000, n_shadow=50, simulator=sim, seed=3)
+    r = E.run(mech, theta=np.zeros(1), n_agents=3000, n_shadow=50, simulator=sim, seed=3)
     assert r.extra["method"] == "likelihood"
     # b = C/eps = 5e-4 vs separation 2e-3: the Bayes accuracy is ~0.94; bound 0.85 is > 10 SE
     # below it (false failure << 1e-6), and the ceiling at eps = 20 is ~1.
@@ -159,7 +162,7 @@ def test_estimator_api() -> None:
     rng = np.random.default_rng(5)
     X = np.repeat(np.arange(3.0), 50)[:, None]
     y = CANDS[np.repeat(np.arange(3), 50)]
-    est = D.ShadowGradientAttack(RandomizedResponse(epsilon=1.0, k=3))
+    est = ShadowGradientAttack(RandomizedResponse(epsilon=1.0, k=3))
     with pytest.raises(NotFittedError):
         est.predict(X)
     assert est.fit(X, y) is est
@@ -176,26 +179,26 @@ def test_estimator_api() -> None:
     np.testing.assert_array_equal(guess, [9.7, 9.9])
     assert clone(est).get_params()["method"] == "auto"
     # classifier method on a mechanism with noise
-    est2 = D.ShadowGradientAttack(
+    est2 = ShadowGradientAttack(
         RandomizedResponse(epsilon=1.0, k=3), method="classifier", random_state=rng
     ).fit(X, y)
     assert est2.method_ == "classifier" and hasattr(est2, "classifier_")
     assert 0.0 <= est2.score(X, y) <= 1.0
     with pytest.raises(InvalidParameterError, match="method"):
-        D.ShadowGradientAttack(None, method="bogus").fit(X, y)
+        ShadowGradientAttack(None, method="bogus").fit(X, y)
     with pytest.raises(InvalidParameterError, match="likelihood"):
-        D.ShadowGradientAttack(NoPrivacy(), method="likelihood").fit(X, y)
+        ShadowGradientAttack(NoPrivacy(), method="likelihood").fit(X, y)
 
 
 def test_validation() -> None:
     with pytest.raises(InvalidParameterError, match="candidates"):
-        D.run(None, theta=np.zeros(1), candidates=(9.8,), simulator=index_simulator, seed=0)
+        E.run(None, theta=np.zeros(1), candidates=(9.8,), simulator=index_simulator, seed=0)
     with pytest.raises(InvalidParameterError, match="reports_per_agent"):
-        D.run(None, theta=np.zeros(1), reports_per_agent=0, simulator=index_simulator, seed=0)
+        E.run(None, theta=np.zeros(1), reports_per_agent=0, simulator=index_simulator, seed=0)
     with pytest.raises(InvalidParameterError, match="rng"):
-        D.simulate_shadow(np.zeros(1), [9.8], rng=0, simulator=index_simulator)
+        simulate_shadow(np.zeros(1), [9.8], rng=0, simulator=index_simulator)
     with pytest.raises(InvalidParameterError, match="weights"):
-        D.linear_controller_theta([1.0, 2.0])
+        linear_controller_theta([1.0, 2.0])
 
 
 def test_run_dir_attack_reads_no_secrets(tmp_path) -> None:
@@ -210,13 +213,13 @@ def test_run_dir_attack_reads_no_secrets(tmp_path) -> None:
     secrets = (tmp_path / "secrets.npz").read_bytes()
     (tmp_path / "secrets.npz").unlink()
     with pytest.raises(InvalidParameterError, match="method must be .*got 'bogus'"):
-        D.attack_run_dir(tmp_path, method="bogus", simulator=index_simulator)  # not a classifier
-    pred = D.attack_run_dir(tmp_path, n_shadow=5, max_groups=None, simulator=index_simulator)
+        attack_run_dir(tmp_path, method="bogus", simulator=index_simulator)  # not a classifier
+    pred = attack_run_dir(tmp_path, n_shadow=5, max_groups=None, simulator=index_simulator)
     assert "gravity" not in pred and pred["guess"].shape == (500,)
     with pytest.raises(RunDirectoryError, match="secrets"):
-        D.score_run_dir(tmp_path, pred)
+        score_run_dir(tmp_path, pred)
     (tmp_path / "secrets.npz").write_bytes(secrets)
-    res = D.score_run_dir(tmp_path, pred)
+    res = score_run_dir(tmp_path, pred)
     assert res.reports_per_agent == 2 and res.n == 500
     assert res.mechanism["name"] == "randomized_response"
     # two RR reports at eps=2: accuracy well above chance, below the composed ceiling.
@@ -236,7 +239,7 @@ def test_continuous_variant_beats_the_prior_mean() -> None:
     # Gravity ~ U[9.5, 10.1]; the attack's posterior mean must beat always answering 9.8
     # (baseline MAE 0.15). With per-report noise sd 0.05 and 4 reports the attack's MAE is
     # ~0.03; its standard error over 300 agents is < 0.003, so 0.08 is > 15 SE away.
-    r = D.run_continuous(
+    r = E.run_continuous(
         Laplace(epsilon=50.0, clip=2.0),
         theta=np.zeros(1),
         n_agents=300,
@@ -260,7 +263,7 @@ def test_craft_theta_picks_the_most_revealing_design() -> None:
         x = np.stack([reveal * (g - 9.8) * 100 + rng.normal(size=g.size)] * 2, axis=1)
         return x, np.zeros(g.size)
 
-    theta, info = D.craft_theta(
+    theta, info = craft_theta(
         n_probe=60, n_designs=6, simulator=sim, seed=0, extra_designs=[special]
     )
     np.testing.assert_array_equal(theta, special)
@@ -279,9 +282,9 @@ def test_too_few_non_private_shadows_are_refused_naming_the_option(per_class) ->
     X = np.repeat(np.arange(3.0), per_class)[:, None] + 0.01 * np.arange(3 * per_class)[:, None]
     y = CANDS[np.repeat(np.arange(3), per_class)]
     with pytest.raises(InvalidParameterError, match=r"--shadow.*>= 14"):
-        D.ShadowGradientAttack(None).fit(X, y)
+        ShadowGradientAttack(None).fit(X, y)
     X14 = np.repeat(np.arange(3.0), 14)[:, None] + 0.01 * np.arange(42)[:, None]
-    est = D.ShadowGradientAttack(None).fit(X14, CANDS[np.repeat(np.arange(3), 14)])
+    est = ShadowGradientAttack(None).fit(X14, CANDS[np.repeat(np.arange(3), 14)])
     assert np.ptp(est.predict_proba(np.array([[0.0], [2.0]])), axis=1).min() > 0.1
 
 
@@ -291,7 +294,7 @@ def test_identical_shadows_are_a_clear_error(mechanism) -> None:
     (before: sklearn's raw 'No feature in X meets the variance threshold' ValueError)."""
     y = CANDS[np.repeat(np.arange(3), 20)]
     with pytest.raises(InvalidParameterError, match="identical.*no information"):
-        D.ShadowGradientAttack(mechanism, method="classifier").fit(np.zeros((60, 5)), y)
+        ShadowGradientAttack(mechanism, method="classifier").fit(np.zeros((60, 5)), y)
 
 
 def test_cli_run_dir_attack_refuses_too_few_shadows(tmp_path, capsys) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldp_audit.attacks.membership import PgcA3cTrainer, TranscriptScorer, run
-from ldp_audit.training.pgc_a3c import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
 
 def test_agent_gravities_reach_the_environment(tmp_path):
@@ -17,7 +17,7 @@ def test_agent_gravities_reach_the_environment(tmp_path):
         max_submissions=12,
         agent_gravities=(12.0, 7.0, 12.0, 7.0, 12.0, 7.0),
     )
-    from ldp_audit.training.pgc_a3c import train
+    from ldp_audit.training.pgc_a3c.grid import train
 
     train(cfg, seed=3, run_dir=tmp_path, progress=False)
     with np.load(tmp_path / "transcript.npz") as t, np.load(tmp_path / "secrets.npz") as s:

@@ -308,6 +308,57 @@ def test_scalar_cli_refusals(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_scalar_boolean_domain(tmp_path, monkeypatch, capsys):
+    """--domain false,true passes bools (OpenDP's boolean randomised response refuses ints):
+    keep w.p. 3/4 is correct at ln 3 (false failure <= 1e-7)."""
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "bool_lib_cli",
+        """
+        def make(g):
+            def rr(v):
+                if not isinstance(v, bool):
+                    raise TypeError("expected bool")
+                return v if g.random() < 0.75 else not v
+            return rr
+        """,
+    )
+    argv = ["audit", "--scalar", "--mechanism", "bool_lib_cli:make", "--epsilon", "1.0986123"]
+    argv += ["--domain", "False,true", "--seeding", "generator", "--samples", "20000"]
+    assert run_cli([*argv, *STRICT]) == 0, capsys.readouterr().err
+
+
+def test_scalar_zero_epsilon_claim(tmp_path, monkeypatch, capsys):
+    """A (0, delta) library mechanism (diffprivlib's Uniform: x + U(-b, b), b = 1 / (2 delta))
+    is audited at its own claim: --epsilon 0 was refused ("must be in (0, inf)") although
+    from_scalar takes it. At (0, 0.2) it is correct (not flagged: false failure <= 1e-7); at
+    (0, 0.1) its delta bound (about 0.19, standard error 0.004 at 20,000 samples) refutes it.
+    A built-in still refuses --epsilon 0, naming it."""
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "uniform_lib_cli",
+        """
+        def make(rs):
+            return lambda v: v + rs.uniform(-2.5, 2.5)
+        """,
+    )
+    base = ["audit", "--scalar", "--mechanism", "uniform_lib_cli:make", "--epsilon", "0"]
+    base += ["--domain", "0:1", "--seeding", "random_state", "--samples", "20000"]
+    base += ["--no-float-bits", "--json"]
+    assert run_cli([*base, "--delta", "0.2", *STRICT]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["claimed_epsilon"] == 0.0 and out["delta_lower_bound"] > 0.1
+    assert not any("no statistic separated" in w for w in out["warnings"])
+    assert run_cli([*base, "--delta", "0.1"]) == 1
+    assert json.loads(capsys.readouterr().out)["delta_violation"] is True
+    assert run_cli(["audit", "--mechanism", "laplace", "--epsilon", "0"]) == 2
+    assert "--epsilon must be a finite number in (0, inf) for --mechanism laplace, got 0" in (
+        capsys.readouterr().err
+    )
+
+
 @pytest.mark.parametrize("eps", ["1e13", "9" * 30, "20"])
 def test_claim_too_large_to_refute_is_refused(eps, capsys):
     assert run_cli(["audit", "--mechanism", "laplace", "--epsilon", eps, "--samples", "1000"]) == 2

@@ -77,6 +77,21 @@ def test_a_weak_event_gives_a_weak_but_valid_bound():
     assert r.epsilon_lower_bound < 0.05 and not r.violation
 
 
+def test_an_event_stated_the_wrong_way_round_says_why_its_bound_is_0():
+    """{y = 1} for the pair (0, 1) of a broken k-RR is likelier under x2 (ratio e^-2): the
+    one-sided bound is exactly 0 (counts about 5,960 and 44,000 of 50,000: a bound above 0
+    would need the first count above the second, probability far below 1e-9). It said a
+    plain "no violation" with no word on why; now a warning names the counts and the way out.
+    The right way round, the same event refutes the claim (as in the test above)."""
+    r = audit(Overspending(), samples=50_000, rng=3, event=([0], [1], [1]))
+    assert r.epsilon_lower_bound == 0.0 and not r.violation
+    (w,) = [w for w in r.warnings if "pre-registered event's lower bound is exactly 0" in w]
+    assert f"{r.witness.k1} of 50000 times under x = [0.0]" in w and "x2 swapped" in w
+    assert r.witness.k1 < r.witness.k2
+    ok = audit(Overspending(), samples=50_000, rng=3, event=([1], [0], [1]))
+    assert ok.violation and not any("exactly 0" in w for w in ok.warnings)
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
     [

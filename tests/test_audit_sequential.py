@@ -15,7 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from ldp_audit.audit import audit, sequential_alpha, sequential_schedule
+from ldp_audit.audit import audit, sequential_schedule
+from ldp_audit.audit.sequential import sequential_alpha
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Laplace, RandomizedResponse
 from tests.broken_mechanisms import NoClipLaplace

@@ -214,7 +214,8 @@ def test_train_runs_ray_equals_local(ray_local, tmp_path):
     """The trainer grid hook: PGC-A3C runs as Ray tasks give the local results bit for bit,
     each writing its own run directory."""
     from ldp_audit.backends import train_runs
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.grid import train
 
     cfgs = [
         PgcA3cConfig(mechanism=m, epsilon=5.0, trials=2, max_submissions=30)
@@ -236,7 +237,8 @@ def test_train_runs_ray_equals_local(ray_local, tmp_path):
 def test_grid_runs_ray_equals_train_grid(ray_local, tmp_path):
     """Chunks of the grid as batched Ray tasks: bit for bit one train_grid call."""
     from ldp_audit.backends import grid_runs
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train_grid
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.grid import train_grid
 
     cfgs = [
         PgcA3cConfig(mechanism=m, epsilon=e, trials=2, max_submissions=30)

@@ -508,9 +508,9 @@ def _api_cases() -> list:
     from ldp_audit.accountant import Budget
     from ldp_audit.training.dprl.config import DprlConfig
     from ldp_audit.training.dprl.config import ReproduceSettings as DprlRepro
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.reproduce import ReproConfig
-    from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.frd.config import FrdConfig
     from ldp_audit.training.frd.reproduce import ReproduceSettings as FrdRepro
 
     fields = [
@@ -714,13 +714,13 @@ def test_release_keywords_are_type_checked_not_coerced(kw: dict, needle: str) ->
 
 
 def _pgc(**kw: Any) -> Any:
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     return PgcA3cConfig(**kw)
 
 
 def _dynamics(**kw: Any) -> Any:
-    from ldp_audit.attacks import dynamics as D
+    from ldp_audit.attacks import dynamics_experiment as D
     from ldp_audit.attacks.sweep import broadcast_theta
     from ldp_audit.mechanisms import Laplace
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from ldp_audit.cli import main
-from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
 from ldp_audit.training.frd import run as frd_run
+from ldp_audit.training.frd.config import PAPER_SETTINGS, FrdConfig
 from tests.cli_capture import hand_over, handed, subcommand_parser
 
 

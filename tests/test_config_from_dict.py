@@ -93,7 +93,7 @@ def test_inf_reads_back_where_the_config_writes_it() -> None:
     """PGC-A3C writes epsilon inf as "inf"; an old FRD config.json wrote a non-private
     ldp_epsilon as "inf" (read as None); another field's "inf" is a wrong type, refused."""
     from ldp_audit.training.frd.config import FrdConfig
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     d = PgcA3cConfig(mechanism="none").to_dict()
     assert d["epsilon"] == "inf" and PgcA3cConfig.from_dict(d).epsilon == math.inf

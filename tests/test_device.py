@@ -19,8 +19,8 @@ from ldp_audit.training.device import resolve_device
 from ldp_audit.training.dprl.config import DprlConfig
 from ldp_audit.training.dprl.privacy import cpu_noise_optimizer as _cpu_noise
 from ldp_audit.training.dprl.trainer import train
-from ldp_audit.training.fedrl import FedRLConfig, run_fedrl, train_fedrl
-from ldp_audit.training.fedrl.runs import log_arrays
+from ldp_audit.training.fedrl.config import FedRLConfig
+from ldp_audit.training.fedrl.runs import log_arrays, run_fedrl, train_fedrl
 from tests.golden_machine import check_golden, machine_signature, tree_entries
 
 torch.set_num_threads(1)

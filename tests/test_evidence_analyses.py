@@ -27,7 +27,7 @@ from ldp_audit.rundir import (
 )
 from ldp_audit.rundir.files import manifest_bytes
 from ldp_audit.rundir.seal import INDEX
-from tests.test_report_fixtures import audit_entry
+from tests.test_report_fixtures import GOOD_ATTACK, audit_entry
 
 EPS = 5.0
 
@@ -105,6 +105,20 @@ def test_an_unsealed_or_deleted_artefact_is_refused(run: Path, tmp_path: Path, c
     assert any("attack_x.json is not sealed" in p for p in res.problems)
 
 
+@pytest.mark.parametrize("name", ["attack_Dyn.json", "attack_a b.json", "attack_\u00e9.json"])
+def test_every_attack_file_the_report_reads_is_checked(
+    run: Path, tmp_path: Path, name: str, capsys
+) -> None:
+    """The report reads every attack_*.json; the toolkit writes only attack_[a-z0-9_-]+.json
+    and the check looked at those only: a hand-written 'attack_Dyn.json' (an attack
+    no one ran) verified and was read into the report (session 47's outside probe)."""
+    (run / name).write_text(json.dumps(GOOD_ATTACK))  # an attack no one ran
+    res = verify_run(run)
+    assert not res.ok and any(f"{name} is not sealed" in p for p in res.problems), res.problems
+    assert main(["report", str(run), "-o", str(tmp_path / "r")]) == 2
+    assert "is not sealed" in capsys.readouterr().err
+
+
 def test_a_rewritten_index_without_the_key_is_refused(run: Path) -> None:
     """The person edits audit.json and recomputes the entry's SHA-256 and hash (not the MAC)."""
     import hashlib
@@ -131,6 +145,26 @@ def test_the_reports_own_files_are_sealed(run: Path, capsys) -> None:
     (run / "report" / "report.json").write_text(json.dumps(doc))
     res = verify_run(run)
     assert not res.ok and any("report.json" in p for p in res.problems)
+
+
+def test_the_reports_figures_are_sealed(run: Path, capsys) -> None:
+    """report.md shows figures/*.png: an edited figure changed what the sealed page shows and
+    verified (exit 0) before session 47's outside probe; a removed one is noted, an added one
+    (not sealed) refused."""
+    assert main(["report", str(run)]) == 1
+    figs = sorted((run / "report" / "figures").glob("*.png"))
+    names = {e["name"] for e in json.loads((run / INDEX).read_text())["entries"]}
+    assert figs and {f"report/figures/{f.name}" for f in figs} <= names
+    png = bytearray(figs[0].read_bytes())
+    png[len(png) // 2] ^= 0x55
+    figs[0].write_bytes(bytes(png))
+    res = verify_run(run)
+    assert not res.ok and any(f"figures/{figs[0].name} does not match" in p for p in res.problems)
+    figs[0].unlink()
+    (run / "report" / "figures" / "x.png").write_bytes(b"\x89PNG")
+    res = verify_run(run)
+    assert any(f"{figs[0].name} was sealed" in n for n in res.notes), res.notes
+    assert not res.ok and any("x.png is not sealed" in p for p in res.problems)
 
 
 def test_an_artefact_of_an_unfinished_run_goes_into_its_manifest(tmp_path: Path) -> None:
@@ -281,8 +315,9 @@ def test_one_root_covers_the_whole_run(run: Path, tmp_path: Path, capsys) -> Non
     from ldp_audit.rundir.seal import seal_analyses
 
     (run / INDEX).unlink()
+    figures = [f"report/{f.relative_to(run / 'report')}" for f in run.glob("report/figures/*")]
     seal_analyses(run, ["audit.json", "report/report.json", "report/report.md",
-                        "report/index.html"])  # fmt: skip
+                        "report/index.html", *figures])  # fmt: skip
     assert main(["budget", str(run), "--verify", "--expect-head", head]) == 0
     assert main(["budget", str(run), "--verify", "--expect-root", root]) == 2
     err = capsys.readouterr().err
@@ -318,17 +353,27 @@ def test_the_tamper_table_rows_for_analyses_without_the_key(
     assert not verify_run(run, expect_root=root).ok  # ... the published root does
 
 
-def test_an_unsealed_older_report_does_not_block_a_new_one(run: Path, capsys) -> None:
-    """A report folder written before reports were sealed is noted, not refused (no verdict
-    reads it), so `report RUN --overwrite` can replace it; the new one is sealed."""
-    (run / "report").mkdir()
-    (run / "report" / "report.json").write_text("{}")
-    (run / "report" / "index.html").write_text("<html></html>")
+def test_a_forged_report_page_is_refused(run: Path, capsys) -> None:
+    """Session 47's outside probe: the report's entries cut from the end of analyses.json (the
+    chain still holds: a prefix) and index.html rewritten from VIOLATION to CONSISTENT verified
+    with exit 0 and a note ("not sealed ... written before reports were"). An unsealed report
+    page is now refused by every reader; removing the report folder lets a new one be written."""
+    assert main(["report", str(run)]) == 1
+    doc = json.loads((run / INDEX).read_text())
+    doc["entries"] = [e for e in doc["entries"] if not e["name"].startswith("report/")]
+    (run / INDEX).write_text(json.dumps(doc))
+    page = run / "report" / "index.html"
+    page.write_text(page.read_text().replace("VIOLATION", "CONSISTENT"))
     res = verify_run(run)
-    assert res.ok and any("report.json is not sealed" in n for n in res.notes)
-    assert main(["report", str(run), "--overwrite"]) == 1  # the sealed audit's violation
-    names = [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]]
-    assert "report/report.json" in names and verify_run(run).ok
+    assert not res.ok and any("index.html is not sealed" in p for p in res.problems)
+    capsys.readouterr()
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert "index.html is not sealed" in capsys.readouterr().err
+    assert main(["report", str(run), "--overwrite"]) == 2  # the forged page is not replaced
+    import shutil
+
+    shutil.rmtree(run / "report")
+    assert main(["report", str(run)]) == 1 and verify_run(run).ok
 
 
 @pytest.mark.parametrize("at", ["write_bytes", "write_text"])

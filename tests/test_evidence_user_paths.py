@@ -232,8 +232,8 @@ def test_a_position_may_be_negative() -> None:
 
 
 def test_a_subnormal_gravity_is_refused_by_each_cartpole_config() -> None:
-    from ldp_audit.training.frd import FrdConfig
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.frd.config import FrdConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     with pytest.raises(InvalidParameterError, match="candidate 5e-324 must be > 0 and a normal"):
         FrdConfig(private_param="gravity", private_values=(5e-324, 9.8))

@@ -25,14 +25,11 @@ from ldp_audit.attacks.fedrl import (
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import analytic_gaussian_epsilon
 from ldp_audit.release import release_with, reserve
-from ldp_audit.training.fedrl import (
-    FedRLConfig,
-    OutputMechanism,
-    report_sections,
-    run_fedrl,
-    train_fedrl,
-)
+from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.gridworld import generate_maps
+from ldp_audit.training.fedrl.mechanisms import OutputMechanism
+from ldp_audit.training.fedrl.report import report_sections
+from ldp_audit.training.fedrl.runs import run_fedrl, train_fedrl
 
 TINY = {
     "size": 8,

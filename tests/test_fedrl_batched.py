@@ -12,9 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
-from ldp_audit.training import fedrl as F  # noqa: E402
 from ldp_audit.training.fedrl import networks as N  # noqa: E402
+from ldp_audit.training.fedrl.config import FedRLConfig  # noqa: E402
 from ldp_audit.training.fedrl.gridworld import ALPHA_VIEW, BETA_VIEW, generate_maps  # noqa: E402
+from ldp_audit.training.fedrl.runs import run_fedrl, train_fedrl  # noqa: E402
 
 K, B, H = 3, 7, 4
 
@@ -76,21 +77,21 @@ def test_runs_are_independent() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
 def test_threads_validated_before_work(bad: object, tmp_path) -> None:  # noqa: ANN001
-    cfg = F.FedRLConfig(n_maps=20, eval_maps=1, train_steps=1, methods=("dqn-alpha",))
+    cfg = FedRLConfig(n_maps=20, eval_maps=1, train_steps=1, methods=("dqn-alpha",))
     with pytest.raises(InvalidParameterError, match="threads"):
-        F.run_fedrl(cfg, seed=0, threads=bad)
+        run_fedrl(cfg, seed=0, threads=bad)
     with pytest.raises(InvalidParameterError, match="threads"):
-        F.train_fedrl(cfg, tmp_path / "run", threads=bad)
+        train_fedrl(cfg, tmp_path / "run", threads=bad)
     assert not (tmp_path / "run").exists()
 
 
 def test_threads_restored_after_training() -> None:
     old = torch.get_num_threads()
-    cfg = F.FedRLConfig(
+    cfg = FedRLConfig(
         n_maps=20, eval_maps=1, train_steps=2, learning_starts=1, methods=("dqn-alpha",)
     )
     maps = generate_maps(8, 20, seed=0)
-    F.run_fedrl(cfg, seed=0, maps=maps, record=False, threads=1)
+    run_fedrl(cfg, seed=0, maps=maps, record=False, threads=1)
     assert torch.get_num_threads() == old
 
 
@@ -148,7 +149,7 @@ def test_one_fedrl_update_is_the_straightforward_step_of_eqs_4_to_7() -> None:
     from ldp_audit.training.fedrl.exchange import Exchange, Log
     from ldp_audit.training.fedrl.trainer import _Replay, _update
 
-    cfg = F.FedRLConfig(sigma=0.0, n_maps=20, eval_maps=1, batch_size=B, gamma=0.9)
+    cfg = FedRLConfig(sigma=0.0, n_maps=20, eval_maps=1, batch_size=B, gamma=0.9)
     nets = {name: st for name, st, _ in _cases() if name != "qf"}
     nets["qa"], nets["qb"], nets["g"] = nets.pop("qa"), nets.pop("qb"), nets.pop("g")
     g = torch.Generator().manual_seed(2)

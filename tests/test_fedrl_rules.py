@@ -107,14 +107,14 @@ def test_default_rule_is_manhattan_and_unchanged():
             assert np.array_equal(x, y)
         md = np.abs(a.pos[:, 0] - a.pos[:, 1]).sum(1)  # the paper's |dx| + |dy|
         assert np.array_equal(ra[2], ra[3] & (md <= 1))
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
 
     assert FedRLConfig().meeting_rule == "manhattan"
 
 
 @pytest.mark.parametrize("bad", ["Manhattan", "l1", "", None, 1, True])
 def test_bad_meeting_rule_is_refused(bad):
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.reproduce import ReproConfig
 
     with pytest.raises(InvalidParameterError, match="meeting_rule"):
@@ -174,8 +174,9 @@ def test_extra_evaluations_leave_training_and_table1_unchanged():
     """Curves and epsilon-greedy evaluation draw from their own generators: the networks,
     losses and Table 1's evaluations are identical with and without them."""
     pytest.importorskip("torch")
-    from ldp_audit.training.fedrl import FedRLConfig, run_fedrl
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.fedrl.metrics import table_metrics
+    from ldp_audit.training.fedrl.runs import run_fedrl
 
     cfg = FedRLConfig(**TINY, runs=2, methods=("dqn-alpha", "fedrl"))
     maps = generate_maps(8, 100, seed=0)
@@ -208,7 +209,8 @@ def test_extra_evaluations_leave_training_and_table1_unchanged():
 
 def test_only_trains_one_run_alone_and_refuses_a_bad_choice():
     pytest.importorskip("torch")
-    from ldp_audit.training.fedrl import FedRLConfig, run_fedrl
+    from ldp_audit.training.fedrl.config import FedRLConfig
+    from ldp_audit.training.fedrl.runs import run_fedrl
 
     cfg = FedRLConfig(**TINY, runs=2, methods=("dqn-alpha",))
     maps = generate_maps(8, 100, seed=0)

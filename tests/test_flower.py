@@ -20,7 +20,7 @@ from ldp_audit.errors import InvalidParameterError
 pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
 
 from ldp_audit.training.flower import pgc_app as F  # noqa: E402
-from ldp_audit.training.pgc_a3c import PgcA3cConfig  # noqa: E402
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig  # noqa: E402
 from tests.flower_runs import AGENTS as SECRETS  # noqa: E402
 from tests.flower_runs import PGC_MAIN  # noqa: E402
 
@@ -49,7 +49,8 @@ def test_eq22_matches_engine_aggregator():
     from ldp_audit.accountant import Accountant
     from ldp_audit.mechanisms import NoPrivacy
     from ldp_audit.release import release
-    from ldp_audit.training.pgc_a3c import DIM, Aggregator
+    from ldp_audit.training.pgc_a3c.aggregator import Aggregator
+    from ldp_audit.training.pgc_a3c.model import DIM
 
     rng = np.random.default_rng(0)
     theta0 = rng.standard_normal(DIM)

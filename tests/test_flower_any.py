@@ -295,7 +295,7 @@ def test_in_process_federation_writes_a_run_that_report_audit_and_attack_read(tm
     """6 clients x 2 rounds at epsilon 2: an own-loop run directory, verified; the server's
     record of the charges equals every client's own ledger; report and audit read it; the
     generic dynamics attack scores it against its ceiling."""
-    from ldp_audit.attacks.dynamics import private_param_dynamics
+    from ldp_audit.attacks.dynamics_run_dir import private_param_dynamics
     from ldp_audit.cli import main
     from ldp_audit.rundir import RunDir, read_config, read_manifest, verify_manifest
 
@@ -391,7 +391,7 @@ def flwr_digits(_digits_process):
 
 
 def test_flwr_run_example_end_to_end(flwr_digits, tmp_path):
-    from ldp_audit.attacks.dynamics import private_param_dynamics
+    from ldp_audit.attacks.dynamics_run_dir import private_param_dynamics
     from ldp_audit.cli import main
     from ldp_audit.rundir import read_manifest, verify_manifest
 
@@ -422,7 +422,7 @@ def test_flwr_run_attack_recovers_the_favourite_digit_without_privacy(tmp_path):
     """epsilon 1000 per update (no meaningful privacy): the dynamics attack names every one of
     8 clients' favourite digit from 2 updates each (measured 8/8; the bound 6/8 fails only if
     the attack got worse, chance is 1/3)."""
-    from ldp_audit.attacks.dynamics import private_param_dynamics
+    from ldp_audit.attacks.dynamics_run_dir import private_param_dynamics
 
     run = D.run(
         tmp_path / "run",

@@ -25,7 +25,7 @@ from tests.flower_deploy import run_on_superlink  # noqa: E402
 @pytest.mark.slow  # measured 80 s wall, 15.5 s user + 1.4 s sys CPU (2026-11-27, load ~11)
 def test_digits_app_on_a_superlink_and_two_supernodes(tmp_path):
     from ldp_audit.accountant import Accountant, Ledger
-    from ldp_audit.attacks.dynamics import attack_private_param_run
+    from ldp_audit.attacks.dynamics_run_dir import attack_private_param_run
     from ldp_audit.cli import main
     from ldp_audit.rundir import RunDir, read_config, verify_manifest
     from ldp_audit.training.flower import digits as D

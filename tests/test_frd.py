@@ -10,16 +10,10 @@ import pytest
 from ldp_audit.accountant import Accountant, Ledger
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import release_with
-from ldp_audit.training.frd import (
-    PAPER_SETTINGS,
-    FrdConfig,
-    ProxyGrid,
-    ProxyMemoryLDP,
-    aggregate_memories,
-    setting_config,
-    train,
-    train_many,
-)
+from ldp_audit.training.frd.config import PAPER_SETTINGS, FrdConfig, setting_config
+from ldp_audit.training.frd.engine import train_many
+from ldp_audit.training.frd.proxy import ProxyGrid, ProxyMemoryLDP, aggregate_memories
+from ldp_audit.training.frd.run import train
 
 TINY = dict(
     n_agents=2,
@@ -285,7 +279,7 @@ def test_frd_distillation_moves_the_policy_towards_the_global_memory():
     cfg = FrdConfig(**{**TINY, "max_episodes": 6, "distil_epochs": 20})
     r = train_many([cfg], seed=5, record=True)[0]
     from ldp_audit.attacks.frd import upload_features  # noqa: F401  (public import works)
-    from ldp_audit.training.frd import policy_value
+    from ldp_audit.training.frd.nets import policy_value
 
     tr = r.transcript
     grid = ProxyGrid(cfg.sections, cfg.proxy_dims, cfg.state_low, cfg.state_high)

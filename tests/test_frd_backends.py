@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 
 from ldp_audit.backends import TaskError  # noqa: E402
 from ldp_audit.training.frd import reproduce as R  # noqa: E402
-from ldp_audit.training.frd import setting_config  # noqa: E402
+from ldp_audit.training.frd.config import setting_config  # noqa: E402
 
 _TIMINGS = ("sweep_seconds", "sweep_cpu_seconds", "sweep_task_cpu_seconds", "wall_seconds",
             "cpu_seconds", "load_average_at_end", "backend")  # fmt: skip
@@ -74,7 +74,7 @@ def _same(a, b):
 
 
 def test_sweep_tasks_equal_the_single_batched_call():
-    from ldp_audit.training.frd import train_many
+    from ldp_audit.training.frd.engine import train_many
 
     cfgs = _cfgs()
     keys = [("k", i, c.n_agents) for i, c in enumerate(cfgs)]
@@ -176,7 +176,7 @@ def test_a_killed_leak_attempt_is_moved_aside_not_overwritten(tmp_path):
 
 def test_train_batch_refuses_mixed_architectures_and_a_seed_for_rng():
     from ldp_audit.errors import InvalidParameterError
-    from ldp_audit.training.frd import train_batch
+    from ldp_audit.training.frd.engine import train_batch
 
     cfgs = _cfgs()[:2]  # 24x2 and 100x2
     with pytest.raises(InvalidParameterError, match="one architecture"):

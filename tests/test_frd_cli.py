@@ -53,7 +53,7 @@ def test_train_attack_report_end_to_end(tmp_path, capsys):
     """Wide gravity set: the proxy memory leaks well beyond chance (non-private), while the LDP
     run's attack stays within its ceiling. Deterministic (fixed seeds); the asserted bound is the
     one-sided 97.5% Clopper-Pearson lower limit of the measured accuracy."""
-    from ldp_audit.training.frd import report_sections
+    from ldp_audit.training.frd.run import report_sections
 
     runs = {}
     for name, extra in (("plain", []), ("ldp", ["--epsilon", "0.5"])):

@@ -12,8 +12,8 @@ import pytest
 
 from ldp_audit.cli import build_parser, main
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
 from ldp_audit.training.frd import run as frd_run
+from ldp_audit.training.frd.config import PAPER_SETTINGS, FrdConfig
 
 #: the options of FrdConfig's fields before the generator (hand-written), and the new ones
 FORMER = {"--mode", "--groups", "--sections", "--exchange-period", "--initial-episodes",

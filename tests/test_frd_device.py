@@ -21,9 +21,11 @@ torch = pytest.importorskip("torch")
 
 from ldp_audit.cli import main  # noqa: E402
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
-from ldp_audit.training.frd import FrdConfig, train, train_many  # noqa: E402
 from ldp_audit.training.frd import engine as E  # noqa: E402
+from ldp_audit.training.frd.config import FrdConfig  # noqa: E402
+from ldp_audit.training.frd.engine import train_many  # noqa: E402
 from ldp_audit.training.frd.nets import Nets  # noqa: E402
+from ldp_audit.training.frd.run import train  # noqa: E402
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 
@@ -300,7 +302,7 @@ def test_attack_on_a_cuda_run_trains_its_shadows_where_this_machine_can(tmp_path
     """A run whose config says ``device="cuda"`` is attacked on a machine without CUDA: the
     shadow agents get ``auto`` (here the CPU) instead of a refusal."""
     import ldp_audit.attacks.frd as A
-    import ldp_audit.training.frd as frd_pkg
+    import ldp_audit.training.frd.engine as frd_engine
     from ldp_audit.rundir import reader
 
     tiny = dict(n_agents=2, groups=2, sections=10, exchange_period=3, initial_episodes=2,
@@ -320,7 +322,7 @@ def test_attack_on_a_cuda_run_trains_its_shadows_where_this_machine_can(tmp_path
         return train_many(cfgs, **kw)
 
     monkeypatch.setattr(reader, "read_config", read_as_cuda)  # RunDir reads config.json with it
-    monkeypatch.setattr(frd_pkg, "train_many", spy)
+    monkeypatch.setattr(frd_engine, "train_many", spy)
     res = A.attack_run_dir(rd, n_shadow=2, seed=0)
     assert seen == ["auto"]  # the shadows' config; "cuda" would have been refused here
     assert len(res["guess"]) == 4  # one guess per victim agent (2 agents x 2 groups)

@@ -149,8 +149,9 @@ def _grid_cells(g, states):
 
 
 def test_cells_kernel_matches_proxy_grid_on_mixed_grids_and_counts_clipping():
-    from ldp_audit.training.frd import ProxyGrid, setting_config
+    from ldp_audit.training.frd.config import setting_config
     from ldp_audit.training.frd.kernels import cells_rows
+    from ldp_audit.training.frd.proxy import ProxyGrid
 
     cfgs = [setting_config(1), setting_config(3), setting_config(4, sections=7)]
     grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]

@@ -11,7 +11,7 @@ import pytest
 
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd import CARTPOLE_DEFAULTS, PRIVATE_PARAMS, FrdConfig
+from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, PRIVATE_PARAMS, FrdConfig
 
 pytest.importorskip("torch")
 
@@ -95,7 +95,7 @@ def test_row_constants_step_like_gymnasiums_cartpole_with_that_constant():
 
 
 def test_train_many_draws_the_secret_and_keeps_gravity_fixed():
-    from ldp_audit.training.frd import train_many
+    from ldp_audit.training.frd.engine import train_many
 
     cfg = FrdConfig(private_param="masspole", private_values=(0.05, 0.1, 0.4), n_agents=3,
                     groups=4, max_episodes=3, sections=10, hidden=8, layers=1)  # fmt: skip

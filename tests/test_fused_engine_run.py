@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 from ldp_audit.training.pgc_a3c.fused import _PROFILE_PARTS, FusedEngine
+from ldp_audit.training.pgc_a3c.grid import train
 from ldp_audit.training.pgc_a3c.privacy import make_accountant
 
 

@@ -16,9 +16,11 @@ import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c import PgcA3cConfig, PrivacyClaimWarning, train, train_grid
 from ldp_audit.training.pgc_a3c import _fused_kernel as K
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 from ldp_audit.training.pgc_a3c.fused import _FUSED_RESERVE
+from ldp_audit.training.pgc_a3c.grid import train, train_grid
+from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning
 
 
 # ------------------------------------------------------------------------------------ physics

@@ -11,6 +11,7 @@ import sqlite3
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from ldp_audit.cli import main
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
@@ -184,19 +185,29 @@ def test_each_score_is_its_own_episodes_return(monkeypatch) -> None:
     from ldp_audit.training.pgc_a3c_gym import engine
 
     lengths: list[np.ndarray] = []
-    real = engine.loss_gradients
+    real = engine.episode_loss
 
-    def spy(net, theta, obs, acts, rew, steps, *a, **k):
+    def spy(cfg, theta, obs, acts, rew, steps, *a):
         lengths.append(np.asarray(steps).copy())
-        return real(net, theta, obs, acts, rew, steps, *a, **k)
+        return real(cfg, theta, obs, acts, rew, steps, *a)
 
     cfg = GymPgcConfig(env_id="CartPole-v1", private_param="length", values=(0.25, 1.0),
                        mechanism="none", max_submissions=60)  # fmt: skip
-    monkeypatch.setattr(engine, "loss_gradients", spy)
+    monkeypatch.setattr(engine, "episode_loss", spy)
     res = train(cfg, seed=0)
     # CartPole pays 1 per step: a score is its episode's length, in submission order
     np.testing.assert_array_equal(res.zeta[0], np.concatenate(lengths).astype(float))
     assert any(np.unique(x).size > 1 for x in lengths)  # rows of different lengths ended together
+
+
+def empty_obs_cartpole() -> gym.Env:
+    """CartPole observing nothing (a Box of shape (0,)): its network saw only zeros."""
+    env = gym.make("CartPole-v1")
+    return gym.wrappers.TransformObservation(env, lambda o: o[:0], gym.spaces.Box(-1, 1, (0,)))
+
+
+if "TestEmptyObs-v0" not in gym.registry:
+    gym.register("TestEmptyObs-v0", entry_point=f"{__name__}:empty_obs_cartpole")
 
 
 @pytest.mark.parametrize(
@@ -204,6 +215,7 @@ def test_each_score_is_its_own_episodes_return(monkeypatch) -> None:
     [
         ({"env_id": "NoSuchEnv-v0"}, "unknown Gymnasium environment id 'NoSuchEnv-v0'"),
         ({"env_id": "Pendulum-v1", "private_param": "g"}, "not supported yet"),
+        ({"env_id": "TestEmptyObs-v0", "private_param": "length"}, r"Box\(.*\(0,\).*at least one"),
         ({"private_param": "LINK_MASS_9"}, "'LINK_MASS_9' is not an attribute of AcrobotEnv"),
         ({"private_param": "book_or_nips"}, "'book_or_nips' of AcrobotEnv is not numeric"),
         ({"values": (1.0,)}, "'LINK_MASS_1' needs at least two candidate values"),
@@ -312,6 +324,7 @@ def test_cli_train_attack_report_on_mountaincar(tmp_path, capsys) -> None:
     [
         (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=1"], "at least two"),
         (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=1,nan"], "finite number"),
+        (["--env", "Acrobot-v1", "--private-param", "a.b=1,2"], "a property with a setter"),
         (["--env", "Acrobot-v1"], "--env needs --private-param"),
         (["--private-param", "gravity=9,10"], "need --env"),
         (
@@ -404,7 +417,7 @@ def test_attack_recovers_acrobot_link_mass_and_stays_under_its_ceiling_with_lapl
     """benchmarks/gym_leakage.py's Acrobot rows (60 agents, 10 shadows, seed 0): without
     privacy, the 95% Clopper-Pearson interval of the accuracy lies above chance 1/3; at Laplace
     epsilon 1 it does not exceed the ceiling e / (e + 2) (no violation)."""
-    from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
+    from ldp_audit.attacks.dynamics_run_dir import attack_private_param_run, score_private_param_run
 
     out = {}
     for mech, name in (("none", "LINK_MASS_2"), ("laplace", "LINK_MASS_1")):
@@ -468,7 +481,7 @@ def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
 def test_attack_ceiling_composes_an_agents_reports(tmp_path) -> None:
     """rounds = 2 at epsilon 2 per agent: each report is 1-LDP, the attack combines an agent's
     T = 2 reports, and its ceiling is e^(T eps) / (e^(T eps) + k - 1) at T eps = 2."""
-    from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
+    from ldp_audit.attacks.dynamics_run_dir import attack_private_param_run, score_private_param_run
     from ldp_audit.attacks.scoring import accuracy_ceiling
 
     run = tmp_path / "run"
@@ -577,3 +590,237 @@ def test_a_discrete_space_with_a_start_gets_its_own_actions() -> None:
                        values=(0.25, 1.0), mechanism="none", max_submissions=20)  # fmt: skip
     res = train(cfg, seed=0)
     assert res.submissions.tolist() == [20] and cfg.network.n_actions == 2
+
+
+class SubstepsCartPole(CartPoleEnv):
+    """CartPole stepped ``substeps`` times per action: an int attribute used as a count."""
+
+    def __init__(self, render_mode=None) -> None:
+        super().__init__(render_mode=render_mode)
+        self.substeps = 1
+
+    def step(self, action):
+        for _ in range(self.substeps):  # range(2.0) raises
+            out = super().step(action)
+        return out
+
+
+if "TestSubsteps-v0" not in gym.registry:
+    gym.register("TestSubsteps-v0", entry_point=f"{__name__}:SubstepsCartPole",
+                 max_episode_steps=50)  # fmt: skip
+
+
+def test_an_int_parameter_takes_int_candidates() -> None:
+    """An int attribute was set as a float (2.0) and the env refused every candidate ("rejects
+    value 1.0 (TypeError ...)"): integral candidates are set as ints, others refused by name."""
+    info, vals = check_private_param("TestSubsteps-v0", "substeps", [1, 3])
+    env = make_param_vector_env(info, "substeps", 2)
+    env.set_param(np.arange(2), np.asarray(vals))
+    assert [type(u.substeps) for u in env._unwrapped] == [int, int]
+    env.reset(seed=[0, 0])
+    obs = env.step(np.zeros(2, dtype=np.int64))[0]
+    assert not np.array_equal(obs[0], obs[1])  # 1 vs 3 substeps from the same state
+    with pytest.raises(InvalidParameterError, match=r"'substeps' .* is an integer .* 2\.5"):
+        check_private_param("TestSubsteps-v0", "substeps", [1, 2.5])
+
+
+@pytest.mark.parametrize("dt", [2.0, 50.0, 1e10])
+def test_a_diverging_acrobot_step_is_refused_not_a_hang(dt: float) -> None:
+    """Acrobot's ``dt=0.2,50`` never returned: the RK4 step diverged and ``wrap``'s loop ran
+    without end (Gymnasium's single env in the probe, the compiled batch in training)."""
+    with pytest.raises(InvalidParameterError, match=rf"'dt'.*diverged.*dt={dt!r}"):
+        check_private_param("Acrobot-v1", "dt", [0.2, dt])
+    info, _ = check_private_param("Acrobot-v1", "dt", [0.2, 0.4])
+    env = make_param_vector_env(info, "dt", 2)
+    env.set_param(np.arange(2), np.array([0.2, 0.2]))
+    env.reset(seed=[0, 1])
+    env.set_param(np.array([1]), np.array([dt]))  # a row diverging in training: named
+    with pytest.raises(InvalidParameterError, match=rf"row 1, dt={dt!r}"):
+        for _ in range(30):
+            env.step(np.array([0, 2]))
+
+
+class FragileCartPole(CartPoleEnv):
+    """CartPole whose own code raises: in ``close``, in a property, or in a ``__setattr__``
+    that refuses a large ``force_mag`` once the env has been reset (so the probe, which sets
+    before its reset, passes, and training, which sets between episodes, fails)."""
+
+    def __init__(self, fail: str = "close") -> None:
+        self.fail, self.was_reset = fail, False
+        super().__init__()
+
+    def reset(self, *, seed=None, options=None):
+        self.was_reset = True
+        return super().reset(seed=seed, options=options)
+
+    def close(self) -> None:
+        if self.fail == "close":
+            raise RuntimeError("the user's close broke")
+
+    @property
+    def broken(self) -> float:
+        raise RuntimeError("the user's property broke")
+
+    def __setattr__(self, key, value) -> None:
+        if key == "force_mag" and self.fail == "setattr" and self.was_reset and value > 10:
+            raise ValueError("force_mag must stay <= 10 once reset")
+        super().__setattr__(key, value)
+
+
+for _fail in ("close", "property", "setattr"):
+    if f"TestFragile-{_fail}-v0" not in gym.registry:
+        gym.register(f"TestFragile-{_fail}-v0", entry_point=f"{__name__}:FragileCartPole",
+                     kwargs={"fail": _fail}, max_episode_steps=50)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fail", "param", "match"),
+    [("close", "force_mag=5,20", r"'TestFragile-close-v0' raised RuntimeError in close: the "
+      "user's close broke"),
+     ("property", "broken=1,2", r"raised RuntimeError in reading 'broken': the user's property"),
+     ("property", "nosuch=1,2", r"'nosuch' is not an attribute of FragileCartPole .*'force_mag'"),
+     ("setattr", "force_mag=5,20", r"raised ValueError in setting force_mag=20\.0: force_mag "
+      "must stay")],
+)  # fmt: skip
+def test_a_user_env_raising_in_close_a_property_or_a_set_is_named_exit_2(
+    tmp_path, capsys, fail, param, match
+) -> None:
+    """Each was "a bug in ldp-audit" (exit 3, traceback): a ``close`` that raises (after the
+    check), a property that raises (read as the parameter, or by the listing of numeric
+    attributes for a name that is not there), a set that raises in training."""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", f"TestFragile-{fail}-v0", "--private-param", param,
+            "--mechanism", "none", "--max-submissions", "40", "--out", str(run),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err, err
+    if fail == "setattr":  # failed in training: the run directory says so
+        assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_the_probe_runs_the_episodes_that_train() -> None:
+    """MountainCar's goal_position acts only where the car reaches the goal: over 20-step
+    episodes (--episode-steps 20) it never does, but the native batch's probe ran 200-step
+    episodes, accepted it, and the attack reported chance (0.550 [0.385, 0.707], 40 agents)."""
+    check_private_param("MountainCar-v0", "goal_position", [0.45, 0.5])  # 200 steps: acts
+    with pytest.raises(InvalidParameterError, match=r"'goal_position' has no effect"):
+        check_private_param("MountainCar-v0", "goal_position", [0.45, 0.5], max_episode_steps=20)
+
+
+def test_two_candidates_the_probe_cannot_tell_apart_are_refused() -> None:
+    """MountainCar's max_speed 0.07 and 0.14 (no speed reached is above 0.07) gave the same
+    trace; with 0.035 beside them the parameter had an effect and was accepted, so the leakage
+    benchmark read a 2-way distinction against a 3-way chance (0.483 vs 1/3, at most 2/3)."""
+    with pytest.raises(InvalidParameterError, match=r"candidates 0\.07 and 0\.14 give the same"):
+        check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07, 0.14])
+    assert check_private_param("MountainCar-v0", "max_speed", [0.035, 0.07])[1] == (0.035, 0.07)
+
+
+class _Pole:
+    def __init__(self) -> None:
+        self.length = 0.5
+
+
+class NestedCartPole(CartPoleEnv):
+    """CartPole whose pole length lives in a sub-object (``self.pole.length``), given as the
+    attribute ``pole_length`` by a property with a setter (the way docs/gymnasium.md gives);
+    ``reset`` may ignore its seed (``ignore_seed``: Gymnasium's unseeded generator)."""
+
+    def __init__(self, ignore_seed: bool = False) -> None:
+        super().__init__()
+        self.pole, self.ignore_seed = _Pole(), ignore_seed
+
+    @property
+    def pole_length(self) -> float:
+        return self.pole.length
+
+    @pole_length.setter
+    def pole_length(self, value: float) -> None:
+        self.pole.length = value
+
+    def reset(self, *, seed=None, options=None):
+        return super().reset(seed=None if self.ignore_seed else seed, options=options)
+
+    def step(self, action):
+        self.length, self.polemass_length = self.pole.length, self.masspole * self.pole.length
+        return super().step(action)
+
+
+for _ignore in (False, True):
+    if f"TestNested-{_ignore}-v0" not in gym.registry:
+        gym.register(f"TestNested-{_ignore}-v0", entry_point=f"{__name__}:NestedCartPole",
+                     kwargs={"ignore_seed": _ignore}, max_episode_steps=50)  # fmt: skip
+
+
+def test_a_nested_parameter_through_a_property_and_an_env_ignoring_its_seed() -> None:
+    """A value in a sub-object, given as a property with a setter (the way the refusal of
+    ``--private-param a.b=...`` names), is set row by row; an env that drops reset's seed is
+    told to pass it on (the message named only self.np_random, which such an env already used)."""
+    info, vals = check_private_param("TestNested-False-v0", "pole_length", [0.5, 1.0])
+    env = make_param_vector_env(info, "pole_length", 2)
+    env.set_param(np.arange(2), np.asarray(vals))
+    assert [u.pole.length for u in env._unwrapped] == [0.5, 1.0]
+    with pytest.raises(InvalidParameterError, match=r"not reproducible.*super\(\)\.reset\(seed="):
+        check_private_param("TestNested-True-v0", "pole_length", [0.5, 1.0])
+
+
+class ImageCartPole(CartPoleEnv):
+    """CartPole seen as an (8, 8, 3) image (its state tiled) with an attribute it never reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (8, 8, 3), np.float32)
+        self.unread = 1.0
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return np.resize(obs, (8, 8, 3)), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return np.resize(obs, (8, 8, 3)), *rest
+
+
+if "TestImage-v0" not in gym.registry:
+    gym.register("TestImage-v0", entry_point=f"{__name__}:ImageCartPole", max_episode_steps=200)
+
+
+def test_the_probe_of_an_image_env_holds_digests_not_traces() -> None:
+    """The long probe (10,000 steps here) kept each candidate's whole trace: 1 GB for a 32x32x3
+    image, 7 GB at 84x84x3; for this 8x8x3 one a 65 MB peak under tracemalloc (3 traces of
+    10,000 x 196 floats, then joined). It keeps a SHA-256 per trace."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidParameterError, match=r"'unread' has no effect"):
+            check_private_param("TestImage-v0", "unread", [1.0, 2.0])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, peak
+
+
+class OldApiCartPole(CartPoleEnv):
+    """CartPole written to the old Gym API: ``step`` returns 4 values (no truncation)."""
+
+    def step(self, action):
+        obs, r, term, _, info = super().step(action)
+        return obs, r, term, info
+
+
+if "TestOldApi-v0" not in gym.registry:
+    gym.register("TestOldApi-v0", entry_point=f"{__name__}:OldApiCartPole", max_episode_steps=50)
+
+
+def test_an_env_failing_with_its_own_value_is_not_blamed_on_a_candidate() -> None:
+    """An env that fails whatever the value (the old Gym API's 4-tuple step) was refused as
+    "rejects value 0.25", sending the user to change candidates; a failure of one candidate
+    only is still named as that candidate's."""
+    with pytest.raises(InvalidParameterError, match=r"fails whatever the candidates \(with its "
+                       r"own length=0\.5 as well\).*expected 5, got 4"):  # fmt: skip
+        check_private_param("TestOldApi-v0", "length", [0.25, 1.0])
+    with pytest.raises(InvalidParameterError, match=r"^private parameter 'length': env "
+                       r"'CartPole-v1' gives non-finite .* value 1e-300"):  # fmt: skip
+        check_private_param("CartPole-v1", "length", [0.5, 1e-300])

@@ -26,9 +26,9 @@ from ldp_audit.accountant import (
     Ledger,
     PureDpEvent,
     TallyLedger,
-    event_to_json,
 )
 from ldp_audit.accountant import ledger_format as LF
+from ldp_audit.accountant.events import event_to_json
 from ldp_audit.accountant.ledger_sqlite import SqliteStore
 from ldp_audit.accountant.ledger_store import (
     CountStore,

@@ -33,8 +33,8 @@ def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path) -> None:
     ex = res.extra
     assert not res.violation and ex["flagged_by"] == [] and ex["decided_by"] is None
     assert set(ex["tests"]) == {"steinke", "f-dp", "noise", "independence", "contribution",
-                                "sampling", "ledger"}  # fmt: skip
-    assert ex["tests"]["ledger"]["problems"] == []
+                                "sampling", "ledger", "clipping"}  # fmt: skip
+    assert ex["tests"]["ledger"]["problems"] == [] == ex["tests"]["clipping"]["problems"]
     assert 0.8 < ex["tests"]["contribution"]["contribution"] < 1.2
     # consecutive differences of independent noise have twice its variance: ratio 2 (plus the
     # small change of the signal: 2.046 at this seed); reused noise gives ~0, and noise scaled

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from opacus.optimizers import DPOptimizer
 from scipy.stats import binom
 
 from ldp_audit.attacks.one_run_noise import (
@@ -31,7 +32,12 @@ from ldp_audit.attacks.one_run_noise import (
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit, noise_sketch
-from tests.broken_opacus import BROKEN, NoisePoolOverlap
+from tests.broken_opacus import (
+    BROKEN,
+    LastGroupUnclipped,
+    MomentumInSummedGrad,
+    NoisePoolOverlap,
+)
 from tests.opacus_loop import audited_run, make_loop, train
 
 torch.set_num_threads(1)
@@ -396,6 +402,55 @@ def test_tensor_without_a_clipped_sum_is_named_untested(tmp_path: Path) -> None:
     assert "**Verdict: consistent.**" not in md  # a part was not checked
 
 
+def test_zero_grad_before_the_inner_step_is_audited_not_a_crash(tmp_path: Path) -> None:
+    """Session 47 probe: a subclass that calls ``zero_grad`` between its noise and the inner
+    step (keeping ``p.grad``) clears ``p.grad_sample``; Opacus's ``accumulated_iterations``
+    then raised ``ValueError`` inside the audit's step hook (a raw traceback). Now
+    the count read when the batch was clipped is used, and every tensor (no ``summed_grad``
+    left) is named untested."""
+    from opacus.optimizers import DPOptimizer
+
+    class ZeroGradBeforeInnerStep(DPOptimizer):
+        def step(self, closure: object = None) -> object:
+            if self.pre_step():
+                grads = [p.grad.clone() for p in self.params]
+                self.zero_grad()
+                for p, g in zip(self.params, grads, strict=True):
+                    p.grad = g
+                return self.original_optimizer.step()
+            return None
+
+    res = audited_run(tmp_path / "run", 0, optimizer_class=ZeroGradBeforeInnerStep, epochs=1)
+    assert not res.violation and len(res.extra["coverage"]["untested"]) == 6
+    assert "noise (per tensor)" in res.extra["tests_not_run"]
+
+
+def test_a_bfloat16_model_is_audited(tmp_path: Path) -> None:
+    """Session 47 probe: a model in bfloat16 (Opacus casts its per-sample gradients up to the
+    parameters' dtype) crashed in the audit with NumPy's raw ``TypeError: Got unsupported
+    ScalarType BFloat16`` (the parameters' float64 copy went through ``.numpy()`` first)."""
+    from opacus import GradSampleModule
+    from opacus.optimizers import DPOptimizer
+    from torch import nn
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 8, generator=gen).to(torch.bfloat16)
+    y = (x[:, 0] > 0).long()
+    model = GradSampleModule(nn.Linear(8, 2).to(torch.bfloat16))
+    opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), noise_multiplier=1.0,
+                      max_grad_norm=1.0, expected_batch_size=16, generator=gen)  # fmt: skip
+    audit = CanaryAudit(tmp_path / "run", canaries=4, seed=0, delta=1e-5)
+    opt = audit.attach(opt, sample_rate=0.25, dataset_size=64)
+    for _ in range(6):
+        take = torch.rand(64, generator=gen) < 0.25
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[take]), y[take]).backward()
+        opt.step()
+    res = audit.finish()
+    assert res.extra["tests"]["ledger"]["p_value"] == 1.0
+    assert (tmp_path / "run" / "model.npz").exists()
+
+
 # ------------------------------------------------------------------------------------------------
 # the smaller items
 # ------------------------------------------------------------------------------------------------
@@ -621,3 +676,82 @@ def test_recorder_shift_statistic_is_the_brute_force_cross_correlation(
         rho, s = brute(x[t - lag], x[t])
         assert got[t][lag - 1][1] == s == P - 70 * lag
         assert abs(got[t][lag - 1][0] - rho) < 1e-12
+
+
+def test_noise_permuted_at_a_lag_is_flagged_by_the_same_values_test(tmp_path: Path) -> None:
+    """Session 47 probe: every 8th update's noise a permutation of the noise 4 updates before
+    (no correlation at any offset: the pair, coordinate and shift tests cannot line it up)
+    read consistent; the squared norms of the two updates' noise are equal, which the
+    same-values test sees (p <= its level 0.05 / 72 at 95 % confidence: half the shift share)."""
+    cls, test = BROKEN["every 8th update's noise a permutation of the 4th before"]
+    res = audited_run(tmp_path / "run", 0, optimizer_class=cls, epochs=3)
+    same = res.extra["tests"][test]["pairs"]["shifts"]["same_values"]
+    assert same["rejected"] and same["level"] == pytest.approx(0.05 / 72)
+    assert res.violation and res.extra["decided_by"] == test
+    assert same["pair"][1] % 8 == 7 and same["pair"][1] - same["pair"][0] == 4
+
+
+def test_same_values_test_holds_its_level_on_exact_noise() -> None:
+    """400 games of exact noise (T = 80 updates, the audit's six tensors, a tensor untested in
+    a tenth of the cells) at level 0.1: the test is a conservative union bound, so at most
+    ``binom.isf(1e-6, 400, 0.1)`` games may reject (false failure <= 1e-6)."""
+    from ldp_audit.attacks.one_run_noise import same_values_test
+
+    rng = np.random.default_rng(47)
+    sizes, sigma = [2048, 64, 2048, 32, 64, 2], 1.3
+    rejected = 0
+    for _ in range(400):
+        sq = sigma**2 * rng.chisquare(sizes, size=(80, len(sizes)))
+        sq[rng.random(sq.shape) < 0.1] = np.nan
+        rejected += same_values_test(sq, sizes, sigma=sigma, confidence=0.9)["rejected"]
+    assert rejected <= binom.isf(1e-6, 400, 0.1)
+    # update 40's noise the values of update 10's shuffled across the tensors: flagged, named
+    z = rng.normal(0.0, sigma, (80, sum(sizes)))
+    z[40] = rng.permutation(z[10])
+    sq = np.stack([(c * c).sum(1) for c in np.split(z, np.cumsum(sizes)[:-1], axis=1)], 1)
+    same = same_values_test(sq, sizes, sigma=sigma)
+    assert same["rejected"] and same["pair"] == [10, 40] and same["min_gap"] < same["gap"]
+    same = same_values_test(np.ones((5, 1)), [1], sigma=1.0, confidence=0.9)
+    assert same["p_value"] is None  # fewer than 3 coordinates an update: not run
+
+
+def test_a_parameter_group_left_unclipped_is_flagged_by_the_clipping_probe(
+    tmp_path: Path,
+) -> None:
+    """Session 47 probe: per-sample clipping of the body only, the head (a second parameter
+    group, 66 entries, no canary coordinate) summed unclipped, read consistent (every test p
+    >= 0.6). At finish the optimizer's own clip_and_accumulate clips one public row of norm
+    10 C per tensor and one over all: the head's row comes out at 10 C. The correct optimizer
+    on the same two groups keeps every probe at <= C; one that raises is named, not passed."""
+    res = audited_run(tmp_path / "bad", 0, optimizer_class=LastGroupUnclipped, head_lr=0.05)
+    clip = res.extra["tests"]["clipping"]
+    assert res.violation and res.extra["decided_by"] == "clipping"
+    assert clip["ratio"] == pytest.approx(10.0)
+    assert clip["worst"] in ("tensor 4 (2x32)", "tensor 5 (2)")
+    good = audited_run(tmp_path / "good", 0, head_lr=0.05)
+    assert not good.violation and good.extra["tests"]["clipping"]["p_value"] == 1.0
+    assert 0.99 < good.extra["tests"]["clipping"]["ratio"] <= 1.0 + 1e-6  # float32 rounding
+
+    class Refuses(DPOptimizer):
+        def clip_and_accumulate(self) -> None:
+            if self.grad_samples[0].shape[0] == 1:
+                raise RuntimeError("one row")
+            super().clip_and_accumulate()
+
+    res = audited_run(tmp_path / "refuses", 0, optimizer_class=Refuses, epochs=1)
+    assert res.extra["tests"]["clipping"]["p_value"] is None
+    assert "RuntimeError: one row" in res.extra["tests_not_run"]["clipping"]
+
+
+def test_a_clipped_sum_changed_before_its_release_is_flagged(tmp_path: Path) -> None:
+    """Session 47 probe: momentum 0.9 on the clipped sums written into ``p.summed_grad`` in
+    ``add_noise`` (each record's gradient released again in every later update) read
+    consistent: the residual tests take ``summed_grad`` as the clipped sum. The audit now
+    compares it on the sketch at the clipping and at the release: every update from the
+    second is named; the correct run names none."""
+    res = audited_run(tmp_path / "bad", 0, optimizer_class=MomentumInSummedGrad, epochs=2)
+    clip = res.extra["tests"]["clipping"]
+    assert res.violation and res.extra["decided_by"] == "clipping"
+    assert "at 31 updates (first: update 1)" in clip["problems"][0] and clip["ratio"] < 1.01
+    good = audited_run(tmp_path / "good", 0, epochs=2)
+    assert good.extra["tests"]["clipping"]["problems"] == []

@@ -7,7 +7,6 @@ import sys
 
 import pytest
 
-import ldp_audit
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
 
 
@@ -20,13 +19,6 @@ def test_import_needs_only_numpy_and_scipy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
-
-
-def test_lazy_exports_resolve() -> None:
-    for name in ldp_audit._LAZY:
-        assert getattr(ldp_audit, name) is not None
-    with pytest.raises(AttributeError):
-        ldp_audit.no_such_name  # noqa: B018
 
 
 def test_error_hierarchy() -> None:

@@ -15,18 +15,13 @@ import pytest
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
 from ldp_audit.release import SealedRelease
-from ldp_audit.training.pgc_a3c import (
-    DIM,
-    Aggregator,
-    PgcA3cConfig,
-    episode_gradients,
-    init_theta,
-    loss_gradients,
-    privatize_reports,
-    rollout,
-    train,
-    train_grid,
-)
+from ldp_audit.training.pgc_a3c.aggregator import Aggregator
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.gradients import loss_gradients
+from ldp_audit.training.pgc_a3c.grid import train, train_grid
+from ldp_audit.training.pgc_a3c.model import DIM, init_theta
+from ldp_audit.training.pgc_a3c.privacy import privatize_reports
+from ldp_audit.training.pgc_a3c.rollout import episode_gradients, rollout
 
 
 def _reference():
@@ -344,7 +339,7 @@ def test_reading_options_are_validated_and_defaults_unchanged():
 
 
 def test_coordinate_clipping_carries_its_true_epsilon_to_ledger_and_report():
-    from ldp_audit.training.pgc_a3c import CoordinateLaplace, PrivacyClaimWarning
+    from ldp_audit.training.pgc_a3c.privacy import CoordinateLaplace, PrivacyClaimWarning
 
     cfg = PgcA3cConfig(
         mechanism="laplace", epsilon=2.0, rounds=2, clip_kind="coordinate", trials=1,
@@ -377,7 +372,7 @@ def test_coordinate_clipping_carries_its_true_epsilon_to_ledger_and_report():
 
 def test_coordinate_laplace_mechanism_clips_each_coordinate_and_draws_like_laplace():
     from ldp_audit.mechanisms import Laplace
-    from ldp_audit.training.pgc_a3c import CoordinateLaplace
+    from ldp_audit.training.pgc_a3c.privacy import CoordinateLaplace
 
     mech = CoordinateLaplace(coordinate_epsilon=1.0, clip=0.01)
     x = np.linspace(-1.0, 1.0, 2 * DIM).reshape(2, DIM)

@@ -9,17 +9,12 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c import (
-    DIM,
-    PgcA3cConfig,
-    greedy_actions,
-    init_theta,
-    loss_gradients,
-    rollout,
-    train_grid,
-    unpack_theta,
-)
 from ldp_audit.training.pgc_a3c._kernels import act_and_record, aggregate
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.gradients import loss_gradients
+from ldp_audit.training.pgc_a3c.grid import train_grid
+from ldp_audit.training.pgc_a3c.model import DIM, greedy_actions, init_theta, unpack_theta
+from ldp_audit.training.pgc_a3c.rollout import rollout
 
 
 def _reference():

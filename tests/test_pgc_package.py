@@ -11,6 +11,8 @@ import pytest
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training import pgc_a3c
+from ldp_audit.training.pgc_a3c.gradients import loss_gradients as engine_gradients
+from ldp_audit.training.pgc_a3c.rollout import rollout
 
 PACKAGE = Path(pgc_a3c.__file__).resolve().parent
 
@@ -73,13 +75,13 @@ def test_gym_gradient_on_the_cartpole_network_equals_the_engines_kernel():
     rng = np.random.default_rng(4)
     b, steps = 24, 20
     theta = np.stack([pgc_a3c.init_theta(rng) for _ in range(b)])
-    ro = pgc_a3c.rollout(theta, rng.choice([9.7, 9.8, 9.9], b), rng.uniform(-0.05, 0.05, (b, 4)),
+    ro = rollout(theta, rng.choice([9.7, 9.8, 9.9], b), rng.uniform(-0.05, 0.05, (b, 4)),
                          rng.random((steps, b)), 0.3, steps)  # fmt: skip
     big_l = int(ro["lengths"].max())
     args = (ro["obs"][:, : big_l + 1], ro["actions"][:, :big_l], ro["rewards"][:, :big_l],
             ro["lengths"], ro["bootstrap"])  # fmt: skip
     assert ro["bootstrap"].any() and (~ro["bootstrap"]).any()
-    ours = pgc_a3c.loss_gradients(theta, *args, gamma=0.97, lam=0.4, beta=0.02)
+    ours = engine_gradients(theta, *args, gamma=0.97, lam=0.4, beta=0.02)
     gym = loss_gradients(Network(4, 2, 16), theta, *args, gamma=0.97, lam=0.4, beta=0.02)
     scale = np.abs(ours).max(axis=1, keepdims=True)
     assert np.all(np.abs(gym - ours) <= 1e-11 * scale)

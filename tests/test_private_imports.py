@@ -142,6 +142,53 @@ def test_third_party_private_names_are_refused(checker, tmp_path: Path, capsys) 
     assert checker.main([]) == 0
 
 
+def test_a_private_name_inherited_from_a_third_party_class_is_refused(
+    checker, tmp_path: Path, capsys
+) -> None:
+    """A subclass of a third-party class may not use a private name it does not define itself
+    (through ``self``, ``cls`` or ``super()``); its own private names and methods are fine."""
+    f = _write(
+        tmp_path,
+        "training/e.py",
+        "import torch\n"
+        "def fixtures():\n"
+        "    from opacus.optimizers import DPOptimizer\n"
+        "    class NoClipping(DPOptimizer):\n"
+        "        _own = 1\n"
+        "        def clip_and_accumulate(self):\n"
+        "            self._k = self._own + self._helper()\n"
+        "            return self._get_flat_grad_sample(self._k), super()._prepare()\n"
+        "        def _helper(self):\n"
+        "            return self._k\n"
+        "    class Net(torch.nn.Module):\n"
+        "        def forward(self, x):\n"
+        "            return self._modules\n"
+        "    class Plain:\n"
+        "        def f(self):\n"
+        "            return self._anything\n",
+    )
+    assert checker.third_party_violations_of(f) == [
+        "opacus.optimizers.DPOptimizer._get_flat_grad_sample",
+        "opacus.optimizers.DPOptimizer._prepare",
+        "torch.nn.Module._modules",
+    ]
+    assert checker.main([]) == 1
+    assert (
+        "training/e.py: uses opacus.optimizers.DPOptimizer._get_flat_grad_sample, a private "
+        "name of a third-party package" in capsys.readouterr().out
+    )
+    _write(
+        tmp_path,
+        "training/e.py",
+        "from opacus.optimizers import DPOptimizer\n"
+        "class NoClipping(DPOptimizer):\n"
+        "    def clip_and_accumulate(self):\n"
+        "        for p, g in zip(self.params, self.grad_samples):\n"
+        "            p.summed_grad = g.sum(dim=0)\n",
+    )
+    assert checker.main([]) == 0
+
+
 def test_the_tree_uses_no_third_party_private_name() -> None:
     """The real tree (Opacus's ``_generate_noise`` and processed flags were replaced by
     ``dprl_privacy.gaussian_noise``)."""

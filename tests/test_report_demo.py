@@ -11,7 +11,7 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
 pytest.importorskip("ldp_audit.training.pgc_a3c")
 pytest.importorskip("ldp_audit.audit")
-pytest.importorskip("ldp_audit.attacks.dynamics")
+pytest.importorskip("ldp_audit.attacks.dynamics_run_dir")
 
 from ldp_audit.demo import DemoSettings, run_demo  # noqa: E402
 

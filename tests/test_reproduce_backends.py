@@ -146,7 +146,7 @@ def _dying_grid(configs, *, marker, **kwargs):
 
 
 def _tiny_configs(budget: float | None = None):
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     return [
         PgcA3cConfig(mechanism=m, epsilon=e, trials=2, max_submissions=60, budget=budget)

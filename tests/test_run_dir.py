@@ -11,7 +11,9 @@ import pytest
 
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir import RunDir, read_npz
-from ldp_audit.training.pgc_a3c import DIM, PgcA3cConfig, train
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.grid import train
+from ldp_audit.training.pgc_a3c.model import DIM
 
 
 @pytest.fixture(scope="module")

@@ -171,7 +171,7 @@ def test_every_size_option_is_bounded(head, option, value, tmp_path, capsys) -> 
 
 
 def test_attack_frd_shadow_is_bounded(tmp_path, capsys) -> None:
-    from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.frd.config import FrdConfig
 
     run = tmp_path / "run"
     run.mkdir()
@@ -211,7 +211,8 @@ def test_every_command_with_size_options_has_force() -> None:
 
 def test_estimates_follow_the_arithmetic() -> None:
     from ldp_audit.training.dprl.config import DprlConfig
-    from ldp_audit.training.frd import FrdConfig, param_layout
+    from ldp_audit.training.frd.config import FrdConfig
+    from ldp_audit.training.frd.nets import param_layout
     from ldp_audit.training.sizes import dprl_estimates, frd_estimates
 
     # FRD's parameter count in closed form equals the trainer's layout (one agent, one group:
@@ -368,7 +369,7 @@ def test_attack_sweep_cells_are_bounded(tmp_path, capsys) -> None:
 def test_attack_frd_estimate_counts_the_private_parameters_candidates() -> None:
     """A run on another private parameter (three lengths, one gravity) costs the shadow run of
     three candidates, as a three-gravity run does (it was counted as k = 1)."""
-    from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.frd.config import FrdConfig
     from ldp_audit.training.sizes import frd_attack_estimates
 
     by_length = FrdConfig(private_param="length", private_values=(0.25, 0.5, 1.0))
@@ -471,7 +472,7 @@ def test_train_fedrl_estimate_counts_the_pld_of_a_clipped_run() -> None:
     """A clipped FedRL run's privacy table composes its spent epsilon as a PLD at the planner's
     cap (about 0.7 GiB), which the estimate did not count; an unclipped run's is infinite."""
     from ldp_audit.accountant.pld import MAX_POINTS
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
     from ldp_audit.training.sizes import fedrl_estimates
 
     def parts(**kw: object) -> dict[str, tuple[str, float]]:

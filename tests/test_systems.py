@@ -133,7 +133,8 @@ def test_the_options_a_command_forwards(verb: str, name: str, forward: tuple) ->
 
 def test_adapter_results_equal_the_trainers_own(tmp_path: Path) -> None:
     """The registry's train is a thin adapter: the same transcript as the trainer's own call."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.grid import train
 
     cfg = PgcA3cConfig(mechanism="prs", epsilon=2.0, trials=1, max_submissions=20)
     train(cfg, seed=3, run_dir=tmp_path / "own")

@@ -154,7 +154,7 @@ def test_generated_options_come_from_the_config():
     import dataclasses
 
     from ldp_audit.config import field_docs
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     parser = _train_parser()
     tsub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -25,7 +25,10 @@ row its value:
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import inspect
+import itertools
 import math
 import sys
 import warnings
@@ -42,7 +45,7 @@ from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ldp_audit.errors import InvalidParameterError, UserCodeError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
 __all__ = [
     "EnvInfo",
@@ -87,6 +90,7 @@ POSITIVE_PARAMS = {
     "AcrobotEnv": ACROBOT_PARAMS,
     "MountainCarEnv": ("force", "gravity", "max_speed"),
 }
+_MISSING = object()  # getattr's default: the attribute is not there
 #: CartPole's quantities derived in its constructor from the ones a user sets.
 _CARTPOLE_DERIVED = {
     "total_mass": lambda e: e.masspole + e.masscart,
@@ -136,6 +140,18 @@ def import_env_module(env_module: str | None) -> None:
         raise InvalidParameterError(
             f"env_module: cannot import {env_module!r} ({type(exc).__name__}: {exc})"
         ) from None
+
+
+def _user(env_id: str, what: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, the user's env code (its constructor, reset, step, close, an attribute read
+    or set): whatever it raises is an input error naming the env and the call (exit 2), never
+    reported as a bug of this toolkit (a raising ``close`` or property was: exit 3)."""
+    try:
+        return fn(*args)
+    except LdpAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything the env's code raises
+        raise UserCodeError(f"env {env_id!r} raised {type(exc).__name__} in {what}: {exc}") from exc
 
 
 def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
@@ -206,6 +222,9 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
+    # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises
+    if isinstance(getattr(unwrapped, name), (int, np.integer)):
+        value = int(value)
     setattr(unwrapped, name, value)
     if isinstance(unwrapped, CartPoleEnv):
         for key, fn in _CARTPOLE_DERIVED.items():
@@ -233,7 +252,9 @@ def check_private_param(
     effect is refused: every candidate gives the same trace (observations, rewards,
     terminations; same seeds and actions) over the probe and again over longer episodes
     (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``; so
-    is an env whose trace differs between two probes of the first candidate (unseeded noise).
+    are two candidates with the same trace there (no attack can tell them apart: MountainCar's
+    ``max_speed`` 0.07 and 0.14, no speed reached is above 0.07), and an env whose trace differs
+    between two probes of the first candidate (unseeded noise).
 
     Returns:
         ``(EnvInfo, values as floats)``.
@@ -251,27 +272,25 @@ def check_private_param(
             f"env: unknown Gymnasium environment id {env_id!r}: {exc}{hint}"
         ) from None
     vals = check_candidates(name, values)
+    env = _user(env_id, "make", _make, env_id, max_episode_steps)
     try:
-        env = _make(env_id, max_episode_steps)
-    except Exception as exc:  # noqa: BLE001 - user env constructors may raise anything
-        raise InvalidParameterError(
-            f"env {env_id!r} cannot be made ({type(exc).__name__}: {exc})"
-        ) from None
-    try:
-        a_space, o_space = env.action_space, env.observation_space
+        a_space, o_space = _user(
+            env_id, "its spaces", lambda: (env.action_space, env.observation_space)
+        )
         if not isinstance(a_space, gym.spaces.Discrete):
             raise InvalidParameterError(
                 f"env {env_id!r} has action space {a_space}: continuous and other non-Discrete "
                 "action spaces are not supported yet (discrete action spaces only)"
             )
-        if not isinstance(o_space, gym.spaces.Box):
+        if not isinstance(o_space, gym.spaces.Box) or not np.prod(o_space.shape):
             raise InvalidParameterError(
-                f"env {env_id!r} has observation space {o_space}: only Box observations are "
-                "supported"
+                f"env {env_id!r} has observation space {o_space}: only Box observations (of at "
+                "least one number: the network reads nothing else) are supported"
             )
         u = env.unwrapped
-        if not hasattr(u, name):
-            public = sorted(k for k in dir(u) if k[0] != "_" and _is_number(getattr(u, k, None)))
+        if (cur := _user(env_id, f"reading {name!r}", getattr, u, name, _MISSING)) is _MISSING:
+            num = [k for k in dir(u) if _is_number(inspect.getattr_static(u, k, None))]
+            public = sorted(k for k in num if k[0] != "_")  # getattr_static: no property is run
             raise InvalidParameterError(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
                 f"(env {env_id!r}); numeric attributes there: {public}"
@@ -281,12 +300,17 @@ def check_private_param(
                 f"private parameter {name!r} of CartPole is derived from masspole, masscart and "
                 "length (recomputed after every set): make one of those the private parameter"
             )
-        if not _is_number(cur := getattr(u, name)):
+        if not _is_number(cur):
             raise InvalidParameterError(
                 f"private parameter {name!r} of {type(u).__name__} is not numeric "
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
         _check_physical(u, name, vals)
+        if isinstance(cur, (int, np.integer)) and (bad := [v for v in vals if v != int(v)]):
+            raise InvalidParameterError(
+                f"private parameter {name!r} of {type(u).__name__} is an integer (it is {cur!r}): "
+                f"candidate {bad[0]!r} is not (give integers, or make the env's default a float)"
+            )
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
@@ -295,22 +319,42 @@ def check_private_param(
             native=_is_native(env_id, env, name),
         )
     finally:
-        env.close()
+        _user(env_id, "close", env.close)
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
         # the first candidate twice: a difference there is the env's own unseeded noise
-        traces = [
-            _probe_steps(env_id, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
-        ]
-        if not np.array_equal(traces[0], traces[1]):
+        try:
+            traces = [
+                _probe_steps(info, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
+            ]
+        except InvalidParameterError:
+            try:  # the env's own value: failing there too, the env fails (an old Gym API)
+                _probe_steps(info, name, float(cur), max_episode_steps, PROBE_STEPS)
+            except InvalidParameterError as own:
+                raise InvalidParameterError(
+                    f"env {env_id!r} fails whatever the candidates (with its own {name}={cur!r} "
+                    f"as well): {own}"
+                ) from None
+            raise
+        if traces[0] != traces[1]:
             raise InvalidParameterError(
                 f"env {env_id!r} is not reproducible: reset(seed=0) and the same actions with "
                 f"{name}={vals[0]!r} gave two different traces, so no probe or attack can tell "
                 f"{name!r}'s effect from noise; draw the env's randomness from self.np_random "
-                "(Gymnasium's seeding)"
+                "and pass reset's seed on (super().reset(seed=seed): Gymnasium's seeding)"
             )
-        if any(not np.array_equal(t, traces[0]) for t in traces[2:]):
+        pairs = itertools.combinations(range(len(vals)), 2)  # traces[i + 1]: vals[i]'s
+        same = [(vals[i], vals[j]) for i, j in pairs if traces[i + 1] == traces[j + 1]]
+        if not same:
             return info, vals
+    if len(same) < len(vals) * (len(vals) - 1) // 2:  # some candidates differ: not all alike
+        raise InvalidParameterError(
+            f"private parameter {name!r} of env {env_id!r}: candidates {same[0][0]!r} and "
+            f"{same[0][1]!r} give the same observations, rewards and terminations over {long} "
+            "probe steps (same seeds, same actions), so no attack can tell them apart (a "
+            "parameter that acts only in states these steps never reach: a speed cap above the "
+            "speeds reached); give candidates that act differently in the states reached"
+        )
     raise InvalidParameterError(
         f"private parameter {name!r} has no effect on env {env_id!r}: every candidate "
         f"{list(vals)} gives the same observations, rewards and terminations over "
@@ -322,27 +366,35 @@ def check_private_param(
     )
 
 
+def _feed(h: Any, *parts: np.ndarray) -> None:
+    h.update((np.concatenate(parts, dtype=np.float64) + 0.0).tobytes())  # -0.0 as 0.0, as ==
+
+
 def _probe_steps(
-    env_id: str, name: str, value: float, max_episode_steps: int | None, steps: int
-) -> np.ndarray:
-    """The env with ``value`` set, reset (seed 0) and stepped; returns the trace (observations,
-    rewards, terminations, truncations). The first :data:`PROBE_STEPS` actions cycle; then each
-    odd episode (at most :data:`NO_EFFECT_EPISODE` steps) pushes by the sign of one observation
-    coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
-    velocity this is the policy that reaches the goal), each even one draws from a fixed
-    generator: the same actions for every candidate."""
-    env = _make(env_id, max_episode_steps)
-    rng = np.random.default_rng(0)
+    info: EnvInfo, name: str, value: float, max_episode_steps: int | None, steps: int
+) -> bytes:
+    """The env with ``value`` set, reset (seed 0) and stepped; returns the trace's digest
+    (observations, rewards, terminations, truncations; SHA-256: the trace itself, up to 10,000
+    steps, took 1 GB for a 32x32x3 image observation). The first :data:`PROBE_STEPS` actions
+    cycle; then each odd episode (at most :data:`NO_EFFECT_EPISODE` steps, or
+    ``max_episode_steps`` where fewer: the episodes that train; a native batch has no time limit
+    of its own) pushes by the sign of one observation coordinate in turn (the first action when
+    it is <= 0, the last when > 0: on MountainCar's velocity this is the policy that reaches the
+    goal), each even one draws from a fixed generator: the same actions for every candidate."""
+    env_id, row = info.env_id, np.zeros(1, np.int64)
+    # one row of the batch that trains (Gymnasium's Python Acrobot never returned from ``wrap``
+    # on a diverged state, dt=50; the compiled batch refuses it)
+    env = make_param_vector_env(info, name, 1, max_episode_steps=max_episode_steps)
+    rng, cap = np.random.default_rng(0), min(NO_EFFECT_EPISODE, max_episode_steps or math.inf)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
-            _set_param(env.unwrapped, name, value)
-            n, first = int(env.action_space.n), int(env.action_space.start)  # Discrete(n, start)
-            o = np.asarray(env.reset(seed=0)[0], np.float64).ravel()
-            trace, episode, start = [o], 0, 0
+            env.set_param(row, np.array([value]))
+            n = int(env.single_action_space.n)
+            o = np.asarray(env.reset(seed=[0])[0], np.float64).ravel()
+            trace, episode, start = hashlib.sha256(), 0, 0
+            _feed(trace, o)
             for k in range(steps):
-                if not np.isfinite(trace[-1]).all():  # a step's, or a reset's observation
-                    break
                 coord = episode // 2 if episode % 2 else None  # even episodes: random actions
                 if k < PROBE_STEPS:
                     action = k % n
@@ -350,28 +402,26 @@ def _probe_steps(
                     action = (n - 1) * int(o[coord] > 0)
                 else:
                     action = int(rng.integers(n))
-                obs, r, term, trunc, _ = env.step(first + action)
+                obs, r, term, trunc, _ = env.step(row + action)
                 o = np.asarray(obs, np.float64).ravel()
-                trace.append(np.concatenate([o, [r, term, trunc]]))
-                if not np.isfinite(trace[-1]).all():
-                    break
-                if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
-                    o = np.asarray(env.reset(seed=k + 1)[0], np.float64).ravel()
-                    trace.append(o)
+                _feed(trace, o, r, term, trunc)
+                if term or trunc or k + 1 - start >= cap:
+                    o = np.asarray(env.reset(seed=[k + 1])[0], np.float64).ravel()
+                    _feed(trace, o)
                     episode, start = episode + 1, k + 1
-            out = np.concatenate(trace)
+            out = trace.digest()
         except Exception as exc:  # noqa: BLE001 - the env rejects the value
+            c = exc.__cause__ or exc  # the env's own error (the batch's UserCodeError wraps it)
+            what = (
+                f"gives non-finite observations or rewards with value {value!r} ({exc})"
+                if type(exc) is InvalidParameterError  # the batch's: non-finite, Acrobot diverged
+                else f"rejects value {value!r} ({type(c).__name__}: {c})"
+            )
             raise InvalidParameterError(
-                f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
-                f"({type(exc).__name__}: {exc})"
+                f"private parameter {name!r}: env {env_id!r} {what}"
             ) from None
         finally:
             env.close()
-    if not np.isfinite(out).all():
-        raise InvalidParameterError(
-            f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
-            f"rewards with value {value!r}"
-        )
     return out
 
 
@@ -467,6 +517,12 @@ class AcrobotParamVectorEnv(_NativeParamVectorEnv):
             term,
         )
         rew = np.where(term, 0.0, -1.0)
+        if not np.isfinite(self.state).all():
+            r = int(np.flatnonzero(~np.isfinite(self.state).all(axis=1))[0])
+            raise InvalidParameterError(
+                f"env 'Acrobot-v1' diverged (an angle beyond 1e6 rad or not finite after one RK4 "
+                f"step; row {r}, {self.param}={float(self.consts[self.param][r])!r}): lower it"
+            )
         return self._obs(), rew, term, np.zeros(self.num_envs, dtype=bool), {}
 
     def _obs(self) -> np.ndarray:
@@ -511,6 +567,8 @@ def _acrobot_stage(y, h, k, p):
 
 @nb.njit(cache=True, nogil=True)
 def _wrap(x):
+    if not abs(x) < 1e6:  # diverged (Gymnasium's loop would not end): NaN, refused by the caller
+        return math.nan
     pi = math.pi
     diff = pi - -pi
     while x > pi:
@@ -578,9 +636,13 @@ class SyncParamVectorEnv(ParamVectorEnv):
     def __init__(
         self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
     ) -> None:
-        self.inner = SyncVectorEnv(
-            [lambda: _make(env_id, max_episode_steps)] * n,
-            autoreset_mode=AutoresetMode.DISABLED,
+        self.inner = _user(
+            env_id,
+            "make",
+            lambda: SyncVectorEnv(
+                [lambda: _make(env_id, max_episode_steps)] * n,
+                autoreset_mode=AutoresetMode.DISABLED,
+            ),
         )
         self.num_envs = n
         for k in (*_SPACES, "metadata"):
@@ -592,20 +654,20 @@ class SyncParamVectorEnv(ParamVectorEnv):
 
     def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
-            _set_param(self._unwrapped[r], self.param, float(v))
+            set_ = f"setting {self.param}={v!r}"
+            _user(self.env_id, set_, _set_param, self._unwrapped[r], self.param, float(v))
             self.values[r] = v
 
     def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
         """The user's env code: its failure, or a non-finite observation or reward, is an
         input error naming the env (never reported as a bug of this toolkit)."""
-        try:
+
+        def run() -> tuple:
             out = fn(*args, **kw)
             obs = np.asarray(out[0], dtype=np.float64).reshape(self.num_envs, -1)
-            rew = np.asarray(out[1], dtype=np.float64) if what == "step" else np.zeros(1)
-        except Exception as exc:  # noqa: BLE001 - anything the env's code raises
-            raise UserCodeError(
-                f"env {self.env_id!r} raised {type(exc).__name__} in {what}: {exc}"
-            ) from exc
+            return out, obs, np.asarray(out[1], np.float64) if what == "step" else np.zeros(1)
+
+        out, obs, rew = _user(self.env_id, what, run)
         bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
@@ -630,7 +692,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
         return obs, np.asarray(rew, float), np.asarray(term, bool), np.asarray(trunc, bool), info
 
     def close(self, **kwargs: Any) -> None:
-        self.inner.close()
+        _user(self.env_id, "close", self.inner.close)
 
 
 def make_param_vector_env(

@@ -130,7 +130,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
     for c in cfgs:
         a = int(c.groups) * int(c.n_agents)
         h, n_l = int(c.hidden), int(c.layers)
-        # training.frd.param_layout in closed form (actor 4-h-...-h-2, critic 4-h-...-h-1)
+        # training.frd.nets.param_layout in closed form (actor 4-h-...-h-2, critic 4-h-...-h-1)
         body = 4 * h + h + (n_l - 1) * (h * h + h)
         p = 2 * body + (h * 2 + 2) + (h * 1 + 1)
         # flat parameters, Adam's m and v, a gradient / update buffer, the float64 model output
@@ -214,7 +214,7 @@ def pgc_estimates(
     keeps its transcript, default yes) by ``processes`` processes (a reproduction's parent and
     its workers)."""
     from ldp_audit.accountant.ledger_tally import SLOT_BYTES
-    from ldp_audit.training.pgc_a3c import DIM
+    from ldp_audit.training.pgc_a3c.model import DIM
 
     cfgs = list(cfgs) if isinstance(cfgs, (list, tuple)) else [cfgs]
     rec = [True] * len(cfgs) if record is None else [bool(r) for r in record]
@@ -244,7 +244,7 @@ def pgc_reproduce_estimates(cfg: Any) -> list[Estimate]:
     """``reproduce pgc-a3c`` (:class:`~ldp_audit.training.pgc_a3c.reproduce.ReproduceConfig`): the
     grid's settings and the Figure 2 runs (every one counted: an upper bound), no transcripts,
     in this process and ``workers`` worker processes (none with one worker)."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     grid = [PgcA3cConfig(mechanism="none", trials=cfg.trials, max_submissions=cfg.max_submissions)]
     grid *= len(cfg.mechanisms) * len(cfg.epsilons)
@@ -327,7 +327,7 @@ def dprl_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
 def frd_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
     """``reproduce frd`` (:class:`~ldp_audit.training.frd.reproduce.ReproduceSettings`): every
     sweep config (counted as if trained together: an upper bound) and the leak runs."""
-    from ldp_audit.training.frd import FrdConfig, setting_config
+    from ldp_audit.training.frd.config import FrdConfig, setting_config
 
     common = dict(groups=s.groups, max_episodes=s.max_episodes, threshold=s.threshold)
     sweep = [setting_config(st, n_agents=int(n), **common) for st in s.settings for n in s.agents]
@@ -349,7 +349,7 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     per size (a task per (method, run): one run's memory, no transcript kept), Figure 4 per
     history length (no transcript), the attack runs (one recorded run each)."""
     from ldp_audit.accountant.pld import MAX_POINTS as PLD_CAP
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
 
     kw = dict(n_maps=rc.n_maps, map_seed=rc.seed, n_envs=rc.n_envs, eval_maps=rc.eval_maps)
     held = "the transcript"  # Table 1 and Figure 4 train with record=False

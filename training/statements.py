@@ -256,11 +256,11 @@ def _system_report(sections: str | None, facts_of: Any, unit: str | None = None)
 #: DP-SGD RL's sections (``ldp_audit.training.dprl.report.report_sections``) and, for a DP-SGD
 #: run, its statement rows (observation-noise runs keep the generic rows)
 dprl_report = _system_report("ldp_audit.training.dprl.report:report_sections", dprl_facts)
-#: FedRL's sections (``ldp_audit.training.fedrl.report_sections``) and statement rows
-fedrl_report = _system_report("ldp_audit.training.fedrl:report_sections", fedrl_facts)
-#: FRD's sections (``ldp_audit.training.frd.report_sections``) and statement rows; its privacy
+#: FedRL's sections (``ldp_audit.training.fedrl.report.report_sections``) and statement rows
+fedrl_report = _system_report("ldp_audit.training.fedrl.report:report_sections", fedrl_facts)
+#: FRD's sections (``ldp_audit.training.frd.run.report_sections``) and statement rows; its privacy
 #: unit, when the claim is read from the ledger, is the agent
-frd_report = _system_report("ldp_audit.training.frd:report_sections", frd_facts, "agent")
+frd_report = _system_report("ldp_audit.training.frd.run:report_sections", frd_facts, "agent")
 #: The statement rows alone, without the trainers' sections (for a report of the statement
 #: only, e.g. ``build_report(run, sections_registry={"dprl": ".../statements:dprl_statement"})``).
 dprl_statement = _system_report(None, dprl_facts)

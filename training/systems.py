@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,7 +68,7 @@ PGC_SCHEMA = TranscriptSchema(
 
 def pgc_targets(cfg: Any) -> list[tuple[str, Any, dict[str, Any]]]:
     """The per-submission report mechanism, audited in the report's dimension (112)."""
-    from ldp_audit.training.pgc_a3c import DIM
+    from ldp_audit.training.pgc_a3c.model import DIM
 
     return [("report", cfg.make_mechanism(), {"dim": DIM})]
 
@@ -86,7 +85,7 @@ def pgc_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
 PGC_A3C = SystemSpec(
     name="pgc-a3c",
     summary="PGC-A3C (Ono & Takahashi 2020): local DP on gradients, CartPole with private gravity",
-    config="ldp_audit.training.pgc_a3c:PgcA3cConfig",
+    config="ldp_audit.training.pgc_a3c.config:PgcA3cConfig",
     trainer="ldp_audit.training.pgc_a3c.grid:train_run",
     schema=PGC_SCHEMA,
     targets="ldp_audit.training.systems:pgc_targets",
@@ -280,14 +279,14 @@ FEDRL_TINY = dict(size=8, n_maps=100, train_steps=20, n_envs=4, batch_size=8, le
 FEDRL = SystemSpec(
     name="fedrl",
     summary="FedRL (Zhuo et al. 2019): Gaussian noise on shared Q outputs, GridWorld",
-    config="ldp_audit.training.fedrl:FedRLConfig",
+    config="ldp_audit.training.fedrl.config:FedRLConfig",
     trainer="ldp_audit.training.fedrl.runs:train_run",
     schema="ldp_audit.training.systems:fedrl_schema",
     targets="ldp_audit.training.systems:fedrl_targets",
     charges="ldp_audit.training.systems:fedrl_charges",
     attacks={"fedrl": "ldp_audit.attacks.run_scorers:fedrl_transcript"},
     report_sections="ldp_audit.training.statements:fedrl_report",
-    reproduce="ldp_audit.training.systems:fedrl_reproduce",
+    reproduce="ldp_audit.training.fedrl.reproduce:reproduce",
     attack_commands={
         "fedrl": Command(
             help="attack a FedRL run's transcript (beta's cells, alpha's rewards) and audit its "
@@ -376,7 +375,7 @@ FRD_TINY = dict(n_agents=2, groups=2, sections=10, exchange_period=3, initial_ep
 FRD = SystemSpec(
     name="frd",
     summary="FRD (Cha et al. 2019): proxy experience memory exchange, and its LDP variant",
-    config="ldp_audit.training.frd:FrdConfig",
+    config="ldp_audit.training.frd.config:FrdConfig",
     trainer="ldp_audit.training.frd.run:train_run",
     schema="ldp_audit.training.systems:frd_schema",
     targets="ldp_audit.training.systems:frd_targets",
@@ -446,30 +445,11 @@ def threads_option(p: Any) -> None:
 
 def fedrl_config(args: Any, kw: dict[str, Any]) -> Any:
     """A method named twice (``--methods fedrl fedrl``) is trained once."""
-    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.config import FedRLConfig
 
     if "methods" in kw:
         kw["methods"] = tuple(dict.fromkeys(kw["methods"]))
     return FedRLConfig(**kw)
-
-
-def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, Any]:
-    """FedRL's reproduction with its report written to ``out`` (and, while it runs, the
-    finished stages in ``out/results.partial.json``)."""
-    from ldp_audit.rundir.files import write_json_file
-    from ldp_audit.training.fedrl.reproduce import reproduce
-    from ldp_audit.training.fedrl.reproduce_report import write_report
-
-    partial = Path(out) / "results.partial.json"
-
-    def checkpoint(res: dict[str, Any]) -> None:
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        write_json_file(partial, res, replace=True)  # atomic: a kill never truncates it
-
-    results = reproduce(rc, command=command, checkpoint=checkpoint, **kw)
-    write_report(results, out)
-    partial.unlink(missing_ok=True)
-    return results
 
 
 def frd_options(p: Any) -> None:
@@ -492,7 +472,7 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
     """The setting's preset, the options given over it (FrdConfig refuses ``--epsilon`` but
     with ``--mode frd``; inf is the non-private upload); the secret from ``--gravities`` or
     ``--private-param`` (not both)."""
-    from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
+    from ldp_audit.training.frd.config import PAPER_SETTINGS, FrdConfig
 
     gravities, pp = kw.pop("gravities", None), args.private_param
     if pp is not None and gravities is not None:

@@ -29,24 +29,19 @@ from ldp_audit.accountant.events import (
     PureDpEvent,
     SelfComposedEvent,
     event_for,
-    event_from_dict,
-    event_from_json,
-    event_to_json,
 )
 from ldp_audit.accountant.ledger import Ledger, TallyLedger
 from ldp_audit.accountant.ledger_sqlite import SqliteStore
-from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
+from ldp_audit.accountant.ledger_store import CountStore, RowStore
 from ldp_audit.accountant.ledger_tally import TallyStore
-from ldp_audit.accountant.methods import METHODS, compose, supports
+from ldp_audit.accountant.methods import compose
 from ldp_audit.accountant.planning import epsilon_per_round, rounds_for_budget
 
 __all__ = [
-    "METHODS",
     "Accountant",
     "Budget",
     "SpentDetail",
     "compose",
-    "supports",
     "DpEvent",
     "PureDpEvent",
     "LaplaceEvent",
@@ -56,12 +51,8 @@ __all__ = [
     "SelfComposedEvent",
     "ComposedEvent",
     "event_for",
-    "event_from_dict",
-    "event_from_json",
-    "event_to_json",
     "Ledger",
     "TallyLedger",
-    "LedgerStore",
     "RowStore",
     "CountStore",
     "SqliteStore",

@@ -104,8 +104,7 @@ from __future__ import annotations
 from ldp_audit._scalar import from_scalar
 from ldp_audit.audit.api import audit
 from ldp_audit.audit.exact import exact_epsilon
-from ldp_audit.audit.mechanism import MAX_DIM, default_pairs
-from ldp_audit.audit.plan import RATIO_TESTS
+from ldp_audit.audit.mechanism import default_pairs
 from ldp_audit.audit.resolution import (
     estimation_samples,
     max_refutable_epsilon,
@@ -113,7 +112,6 @@ from ldp_audit.audit.resolution import (
     tightness_ceiling,
 )
 from ldp_audit.audit.results import (
-    VERDICT_KINDS,
     AuditResult,
     PrivacyProfile,
     SequentialInfo,
@@ -121,12 +119,9 @@ from ldp_audit.audit.results import (
     Verdict,
     Witness,
 )
-from ldp_audit.audit.sequential import sequential_alpha, sequential_plan, sequential_schedule
+from ldp_audit.audit.sequential import sequential_plan, sequential_schedule
 
 __all__ = [
-    "MAX_DIM",
-    "RATIO_TESTS",
-    "VERDICT_KINDS",
     "AuditResult",
     "PrivacyProfile",
     "SequentialInfo",
@@ -140,7 +135,6 @@ __all__ = [
     "from_scalar",
     "max_refutable_epsilon",
     "one_count_epsilon",
-    "sequential_alpha",
     "sequential_plan",
     "sequential_schedule",
     "tightness_ceiling",

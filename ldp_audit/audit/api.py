@@ -254,13 +254,26 @@ def _conclude(
         delta_lb, delta_joint = _delta_lower_bound(kept.verdict, counts, claimed, plan)
         delta_conf = o.confidence
     warn = list(plan.warnings)
-    if top.epsilon_lower_bound == 0.0 and o.event is None:
+    # at a claimed delta > 0 a bound of 0 at that delta can be the truth ((0, delta)-DP) while
+    # the same events separate the pair: then the delta bound or the profile says so
+    separated = (delta_lb or 0.0) > 0.0 or (prof is not None and max(prof.epsilon_lower) > 0.0)
+    if top.epsilon_lower_bound == 0.0 and o.event is None and not separated:
         warn.append(
             "no statistic separated the pair(s) at all: the lower bound is exactly 0. Either "
             "the outputs do not depend on the input, or the dependence lies in a structure "
             "none of the statistics computes (e.g. a hashed report (y, seed) whose event "
             "{y = H_seed(x)} needs the hash): pass statistics=[stat] with stat(outputs, x, "
             "x_prime) -> one score per output row that computes it"
+        )
+    elif top.epsilon_lower_bound == 0.0 and top.witness is not None:
+        w = top.witness  # the pre-registered event: its bound is one-sided, x the numerator
+        warn.append(
+            f"the pre-registered event's lower bound is exactly 0: S was seen {w.k1} of {w.n1} "
+            f"times under x = {list(w.x)} (the numerator) and {w.k2} of {w.n2} under x2 = "
+            f"{list(w.x2)}, not clearly more often under x, so it refutes no claim. The bound is "
+            "on P[M(x) in S] / P[M(x2) in S]: if S is likelier under x2, state it with x and "
+            "x2 swapped (or take S's complement) and rerun with a fresh seed (an event chosen "
+            "from these counts is no longer pre-registered on them)"
         )
     if sel.big_ints:
         warn.append(

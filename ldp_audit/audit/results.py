@@ -76,6 +76,9 @@ class Witness(_Json):
 
 #: the two readings of one audit (see :class:`Verdict`).
 VERDICT_KINDS = ("distribution", "implementation")
+#: a bound below this share of the tightness ceiling gets an explanation in the summary (a
+#: mechanism at its claim lands within a few standard errors of the ceiling, issue 40).
+_FAR_BELOW = 0.8
 
 
 @dataclass(frozen=True)
@@ -479,10 +482,19 @@ class AuditResult:
                 if self.claimed_epsilon > 0
                 else ""
             )
+            low = ""
+            b, c = self.epsilon_lower_bound, self.tightness_ceiling
+            if 0.0 < b < _FAR_BELOW * c and not self.violation and not self.inconclusive:
+                low = (
+                    f"; this bound is {b / c:.2f} of it: the mechanism is more private than it "
+                    "claims on the pairs tried, or its leak lies where no statistic looks "
+                    "(events that need a hash or another structure: statistics= / --statistic; "
+                    "other inputs: pairs= / --pairs), or this run fell low by chance"
+                )
             lines.append(
                 f"tightness ceiling: {self.tightness_ceiling:.4g}{ratio}, the bound a mechanism "
                 "exactly at its claim would get from this audit at this sample size (at expected "
-                "counts: how close it can come; one run may land a little above it)"
+                f"counts: how close it can come; one run may land a little above it){low}"
             )
         if self.statistics:
             lines.append("statistics supplied: " + ", ".join(self.statistics))

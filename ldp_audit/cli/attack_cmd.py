@@ -43,9 +43,9 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources
 from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
-from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable
+from ldp_audit.rundir import check_new_dir, check_new_file, to_jsonable
 from ldp_audit.rundir.files import write_json_file
-from ldp_audit.rundir.paths import check_parent_writable
+from ldp_audit.rundir.paths import check_parent_writable, is_run_dir
 from ldp_audit.training.sizes import attack_estimates
 
 _MAX_COUNT = 1_000_000
@@ -309,7 +309,7 @@ def _plot(result: Any, path: str) -> None:
 
 
 def _dynamics(args: argparse.Namespace) -> int:
-    from ldp_audit.attacks import dynamics as D
+    from ldp_audit.attacks import dynamics_experiment as D
 
     _check_outputs(args)
     if args.run_dir:
@@ -356,7 +356,7 @@ def _membership(args: argparse.Namespace) -> int:
     if args.canary_run_dir is not None:
         check_not_inside_run(args.canary_run_dir, "--canary-run-dir")
         check_new_dir(args.canary_run_dir, name="--canary-run-dir")
-    from ldp_audit.attacks.dynamics import GRAVITIES
+    from ldp_audit.attacks.dynamics_shadow import GRAVITIES
 
     if any(abs(args.canary_gravity - g) < 1e-9 for g in GRAVITIES):
         raise InvalidParameterError(

@@ -48,7 +48,7 @@ from ldp_audit.cli.types import (
 from ldp_audit.config import unique_keys
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.limits import check_resources
-from ldp_audit.parse import parse_real
+from ldp_audit.parse import parse_real, real_in
 from ldp_audit.stats import check_delta_range
 from ldp_audit.training.sizes import audit_probe_estimates
 
@@ -74,7 +74,8 @@ _MAX_DIM = 1_000_000
 
 
 def _domain(text: str) -> Any:
-    """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers).
+    """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers, bools
+    for ``false,true``).
 
     Every number is finite and read strictly (``ldp_audit.parse.parse_real``); an interval
     needs LOW < HIGH and a set at least two distinct values (a claim over one input says
@@ -95,7 +96,9 @@ def _domain(text: str) -> Any:
     if any(not p for p in parts):
         raise bad("an empty value")
     values: list[Any]
-    if all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
+    if all(p.lower() in ("false", "true") for p in parts):  # passed as bool
+        values = [p.lower() == "true" for p in parts]
+    elif all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
         values = [int(p) for p in parts]
     else:
         values = [parse_real(p, "--domain value") for p in parts]
@@ -123,8 +126,11 @@ def register(subparsers: Any) -> None:
         "required unless --run-dir",
     )
     opt = functools.partial(p.add_argument, default=argparse.SUPPRESS)  # "not given"
-    eps_help = "claimed epsilon (built-ins; gaussian: calibrates sigma unless --sigma is given)"
-    add_real(opt, "--epsilon", help=eps_help)
+    eps_help = (
+        "claimed epsilon (built-ins, > 0; gaussian: calibrates sigma unless --sigma is given; "
+        "--scalar: the library's own, >= 0, e.g. 0 for a (0, delta) mechanism)"
+    )
+    opt("--epsilon", type=real_in("--epsilon", low=0.0, low_open=False), help=eps_help)
     add_real(opt, "--clip", help="clip bound C (1 when omitted)")
     add_real(opt, "--sigma", help="gaussian: noise standard deviation")
     add_real(opt, "--delta", 1.0, help="gaussian: the delta of the claim (1e-5 when omitted)")
@@ -150,14 +156,15 @@ def register(subparsers: Any) -> None:
     add_flags(
         p,
         scalar="MODULE:ATTR is a scalar value -> value function of another library (or, with "
-        "--seeding, a factory taking the randomness and returning one); needs --epsilon "
+        "--seeding, a factory taking the randomness and returning one); it may return a "
+        "fixed-length vector per value, e.g. a bit vector or (y, seed); needs --epsilon "
         "(the library's own) and --domain",
     )
     opt(
         "--domain",
         type=_domain,
         help="--scalar: the inputs the claim covers, LOW:HIGH (an interval) or V1,V2,... (a "
-        "finite set; integers are passed as int)",
+        "finite set; integers are passed as int, false,true as bool)",
     )
     opt(
         "--seeding",
@@ -365,6 +372,10 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     _refuse(
         given, uses, f"cannot be used with --mechanism {name} (it uses {_options(sorted(uses))})"
     )
+    if getattr(args, "epsilon", None) == 0.0:  # 0 is a claim only a --scalar library makes
+        raise InvalidParameterError(
+            f"--epsilon must be a finite number in (0, inf) for --mechanism {name}, got 0"
+        )
     from ldp_audit import mechanisms as mech
 
     clip = getattr(args, "clip", 1.0)

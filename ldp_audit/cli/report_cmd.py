@@ -33,10 +33,9 @@ from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryE
 from ldp_audit.report import check_report_out
 from ldp_audit.rundir import (
     RunDir,
-    is_run_dir,
     to_jsonable,
 )
-from ldp_audit.rundir.paths import timestamped_dir
+from ldp_audit.rundir.paths import is_run_dir, timestamped_dir
 from ldp_audit.rundir.seal import check_analyses, check_document_seal
 
 #: the evidence a verdict rests on, weakest last, and what its verdict line says about it

@@ -55,11 +55,12 @@ from ldp_audit.cli.types import (
 from ldp_audit.config import add_arguments, from_args, given_config, option_name
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
-from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
+from ldp_audit.rundir import RunDir, check_new_file, to_jsonable, write_artifact
 from ldp_audit.rundir.files import write_json_file
 from ldp_audit.rundir.paths import (
     check_parent_writable,
     check_report_dir,
+    is_run_dir,
     report_written,
     timestamped_dir,
 )

@@ -15,7 +15,8 @@ from typing import Any, NoReturn
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.parse import INT_MAX, parse_int, real_in
-from ldp_audit.rundir import check_new_dir, is_run_dir
+from ldp_audit.rundir import check_new_dir
+from ldp_audit.rundir.paths import is_run_dir
 
 
 def int_at_least(

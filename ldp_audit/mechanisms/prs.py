@@ -18,12 +18,12 @@ from ldp_audit.mechanisms.base import (
     bitflip_log_probs,
     bitflip_prob_plus,
     check_dim,
-    check_int,
     private_epsilon,
     row_scale,
 )
 from ldp_audit.validation import (
     check_batch,
+    check_int,
     check_positive,
     check_rng,
 )

@@ -66,29 +66,25 @@ from __future__ import annotations
 
 from ldp_audit.opacus.attach import CanaryAudit
 from ldp_audit.opacus.canaries import (
-    ALGORITHM,
     NOISE_SKETCH,
     RECOMMENDED_CANARIES,
     canary_blocks,
     noise_sketch,
 )
 from ldp_audit.opacus.embed import AuditRecords
-from ldp_audit.opacus.scoring import audit_run, membership, report_sections, tensor_names
-from ldp_audit.opacus.system import OPACUS, OpacusRunConfig, train_digits
+from ldp_audit.opacus.scoring import audit_run, membership, report_sections
+from ldp_audit.opacus.system import OpacusRunConfig, train_digits
 
 __all__ = [
-    "ALGORITHM",
     "CanaryAudit",
     "AuditRecords",
     "canary_blocks",
     "noise_sketch",
     "NOISE_SKETCH",
     "RECOMMENDED_CANARIES",
-    "tensor_names",
     "audit_run",
     "membership",
     "OpacusRunConfig",
     "train_digits",
-    "OPACUS",
     "report_sections",
 ]

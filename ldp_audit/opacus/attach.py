@@ -25,7 +25,6 @@ from ldp_audit.opacus.canaries import (
     canary_blocks,
     check_out,
     dataset_holds,
-    drop_empty_journal,
     noise_sketch,
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows, flat_params
@@ -289,6 +288,7 @@ class CanaryAudit:
             sketch=noise_sketch(sizes, NOISE_SKETCH, self.canary_seed)[0],
         )
         self._accs: list[int] = []  # accumulated iterations at each update
+        self._acc_clip = 1  # as read when the update's last batch was clipped
         self._rows: list[tuple] = []  # (batch, charged, sigma, C, expected batch) per update
         self._joins: list[Any] = []  # the canaries that joined each update (indices)
         self._pending: Any = None  # the canaries drawn to join the update being summed
@@ -334,7 +334,10 @@ class CanaryAudit:
             check = getattr(opt, "_check_skip_next_step", None)
             if self._pending is None and (check is None or not check(pop_next=False)):
                 self._add_canaries(opt)
-            return orig_clip(*a, **k)
+            out = orig_clip(*a, **k)
+            self._acc_clip = _accumulated(opt, 1)  # as scale_grad will read it
+            self._rec.clipped()
+            return out
 
         def add_noise(*a: Any, **k: Any) -> Any:
             self._charge(opt)  # durable, before the noise is drawn
@@ -481,7 +484,7 @@ class CanaryAudit:
     def _record(self, opt: Any) -> None:
         """The released update recorded (:class:`~ldp_audit.opacus.recorder.UpdateRecorder`)
         with this update's batch size, joins, charge and the optimizer's claim fields."""
-        acc = getattr(opt, "accumulated_iterations", 1) or 1
+        acc = _accumulated(opt, self._acc_clip)
         self._rec.record(self._unit * acc)
         self._accs.append(acc)
         self._check_moved()
@@ -566,13 +569,12 @@ class CanaryAudit:
         }
 
     def _mechanism(self) -> dict[str, Any]:
-        c = self._claim
         return {
             "name": "dp-sgd",
-            "noise_multiplier": c["noise_multiplier"],
-            "clip": c["max_grad_norm"],
-            "sample_rate": c["sample_rate"],
-            "expected_batch_size": c["expected_batch_size"],
+            "noise_multiplier": self._claim["noise_multiplier"],
+            "clip": self._claim["max_grad_norm"],
+            "sample_rate": self._claim["sample_rate"],
+            "expected_batch_size": self._claim["expected_batch_size"],
             "delta": self.delta,
         }
 
@@ -638,10 +640,10 @@ class CanaryAudit:
         )
         self._check_moved()
         self._uninstall()
+        self._clip_check = None if self._ghost else clip_probe(self)  # ghost: the model clips
         write_run(self, scores)
         self._finished = True
         self._accountant.ledger.close()
-        drop_empty_journal(self.out)
         if not audit:
             return self.out
         res = membership(self.out, confidence=self.confidence)
@@ -729,3 +731,50 @@ def read_claim(
         "tensor_shapes": [list(p.shape) for p in params],
         "ghost_clipping": ghost,
     }
+
+
+CLIP_TOLERANCE = 0.01
+"""A probe's clipped sum may exceed ``C`` by this fraction (rounding, low-precision norms)."""
+
+
+def clip_probe(audit: CanaryAudit) -> dict:
+    """The optimizer's own ``clip_and_accumulate`` (unhooked, after the run) on public
+    per-sample gradients of a canary's norm, one at a time: one in each tensor alone, then one
+    over every tensor. Per-sample clipping to ``C`` leaves each clipped sum of norm at most
+    ``C``; a tensor or parameter group left out of the clipping (or of its norm) shows as
+    more. Returns the largest ``norm / C`` (``tensor``: the row's tensor, -1 for the whole
+    row) or, where the optimizer raises on a row, ``error``; the parameters' ``grad_sample``
+    and ``summed_grad`` are restored."""
+    import torch
+
+    opt, params, norm, clip = audit._opt, audit._params, audit._scale, audit._claim["max_grad_norm"]
+    g = torch.Generator().manual_seed(audit.canary_seed)
+    dirs = [torch.randn((1, *p.shape), generator=g).to(p.device, p.dtype) for p in params]
+    sq = [float((d.double() ** 2).sum()) for d in dirs]
+    saved = [(getattr(p, "grad_sample", None), getattr(p, "summed_grad", None)) for p in params]
+    worst = (0.0, 0)
+    try:
+        for t in [*range(len(params)), -1]:
+            part = (sq[t] if t >= 0 else sum(sq)) ** 0.5
+            for i, (p, d) in enumerate(zip(params, dirs, strict=True)):
+                r = d * (norm / part) if t in (i, -1) else torch.zeros_like(d)
+                p.grad_sample, p.summed_grad = r, None
+            opt.clip_and_accumulate()
+            out = sum(float((p.summed_grad.double() ** 2).sum()) for p in params) ** 0.5
+            worst = max(worst, (out / clip, t))
+    except Exception as e:  # the optimizer's own code refused the probe: named, not tested
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+    finally:
+        for p, (gs, sg) in zip(params, saved, strict=True):
+            p.grad_sample, p.summed_grad = gs, sg
+    return {"ratio": worst[0], "tensor": worst[1], "row_norm": norm / clip}
+
+
+def _accumulated(opt: Any, default: int) -> int:
+    """Opacus's ``accumulated_iterations`` (the batches summed into this update), or
+    ``default`` where it cannot be read: a subclass that cleared ``p.grad_sample`` (a
+    ``zero_grad``) before the inner step makes Opacus's property raise ``ValueError``."""
+    try:
+        return getattr(opt, "accumulated_iterations", default) or default
+    except ValueError:
+        return default

@@ -25,7 +25,6 @@ __all__ = [
     "canary_blocks",
     "check_out",
     "dataset_holds",
-    "drop_empty_journal",
     "noise_sketch",
 ]
 
@@ -124,17 +123,3 @@ def dataset_holds(ds: Any, target: Any, depth: int = 0) -> bool:
         return True
     inner = [getattr(ds, "dataset", None), *(getattr(ds, "datasets", None) or [])]
     return any(dataset_holds(x, target, depth + 1) for x in inner if x is not None)
-
-
-def drop_empty_journal(run: Any) -> None:
-    """The ledger's rollback journal (``TRUNCATE`` mode leaves it at zero bytes after the last
-    commit) removed from a finished run whose ledger this audit closed: an empty journal
-    holds nothing to roll back."""
-    from pathlib import Path
-
-    j = Path(run) / "ledger.sqlite-journal"
-    try:
-        if j.is_file() and j.stat().st_size == 0:
-            j.unlink()
-    except OSError:  # pragma: no cover - left in place: harmless
-        pass

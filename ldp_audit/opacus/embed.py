@@ -165,7 +165,7 @@ def check_embedding(
 
 def flat_params(params: Any) -> np.ndarray:
     """The tensors ``params`` (a model's ``parameters()``) as one flat float64 array (a copy)."""
-    return np.concatenate([p.detach().cpu().numpy().reshape(-1).astype(np.float64) for p in params])
+    return np.concatenate([p.detach().double().cpu().numpy().reshape(-1) for p in params])
 
 
 def dense_rows(g: Any, params: list[Any]) -> list[Any]:

@@ -119,8 +119,7 @@ class LedgerAccountant(IAccountant):
     @history.setter
     def history(self, value: Any) -> None:
         rows = []
-        for row in value:
-            s, q, n = row
+        for s, q, n in value:
             _event(s, q)
             rows.append((float(s), float(q), check_int(n, "history steps", minimum=1)))
         self._planned = rows
@@ -192,7 +191,8 @@ class LedgerAccountant(IAccountant):
         return self._acc
 
     def _ledger_history(self) -> list[tuple[float, float, int]]:
-        from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, event_from_json
+        from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
+        from ldp_audit.accountant.events import event_from_json
 
         acc = self._accountant(create=False)
         if acc is None:

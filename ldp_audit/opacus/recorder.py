@@ -63,16 +63,42 @@ class UpdateRecorder:
         self._weight = torch.as_tensor(weight)
         self._clip = float(clip)
         self._sketch = torch.as_tensor(sketch)
+        # the sketch's coordinates per tensor (local), to read p.summed_grad there at clipping
+        sk, o = np.sort(np.asarray(sketch)), 0
+        self._at = []
+        for n in self._sizes:
+            self._at.append(torch.as_tensor(sk[(sk >= o) & (sk < o + n)] - o))
+            o += n
+        self._at_flat = torch.as_tensor(sk)
+        self._clip_sk: Any = None  # the clipped sum on the sketch, as the last clipping left it
         self._g: Any = None  # (BLOCK, n) released updates of the open block
         self._s: Any = None  # (BLOCK, n) the optimizer's clipped sums (NaN where none)
+        self._c: Any = None  # (BLOCK, K) the clipped sums on the sketch at their clipping
         self._k: list[float] = []  # the open block's factors to units of C
         self._proj: list[Any] = []  # (m,) per update (float64 rows when dense)
-        self._done: dict[str, list[Any]] = {"norm": [], "sq": [], "sketch": [], "shift": []}
+        self._done: dict[str, list[Any]] = {"norm": [], "sq": [], "sketch": [], "shift": [],
+                                            "changed": []}  # fmt: skip
         self._ffts: list[tuple[Any, float]] = []  # the last SHIFT_LAGS updates' (rfft, norm)
 
     @property
     def updates(self) -> int:
         return sum(len(x) for x in self._done["norm"]) + len(self._k)
+
+    def clipped(self) -> None:
+        """Keep the clipped sums (``p.summed_grad``) on the sketch as the clipping left them
+        (compared at the release: a sum changed in between is named, :meth:`arrays`)."""
+        import torch
+
+        parts = []
+        for i, (p, n) in enumerate(zip(self._params, self._sizes, strict=True)):
+            sg = getattr(p, "summed_grad", None)
+            if sg is None or sg.numel() != n:  # a tensor without a clipped sum: not compared
+                self._clip_sk = None
+                return
+            if self._at[i].device != sg.device:  # moved once, not every step
+                self._at[i] = self._at[i].to(sg.device)
+            parts.append(sg.reshape(-1)[self._at[i]].float())
+        self._clip_sk = torch.cat(parts)
 
     def record(self, k: float) -> None:
         """Keep the released update (``p.grad`` of every tensor) and the clipped sums
@@ -89,6 +115,7 @@ class UpdateRecorder:
                 dev = ps[0].grad.device
                 self._g = torch.empty((BLOCK, sum(self._sizes)), device=dev)
                 self._s = torch.empty_like(self._g)
+                self._c = torch.empty((BLOCK, len(self._at_flat)), device=dev)
         torch.cat([p.grad.reshape(-1).float() for p in ps], out=self._g[j])
         sgs = [getattr(p, "summed_grad", None) for p in ps]
         if all(sg is not None and sg.numel() == n for sg, n in zip(sgs, self._sizes, strict=True)):
@@ -99,6 +126,11 @@ class UpdateRecorder:
                     s.copy_(sg.reshape(-1))
                 else:
                     s.fill_(float("nan"))
+        if self._clip_sk is None:  # no clipping since the last update
+            self._c[j].fill_(float("nan"))
+        else:
+            self._c[j].copy_(self._clip_sk)
+        self._clip_sk = None
         self._k.append(float(k))
         if self._dense is not None:  # <g_t, u_i> in float64, one update at a time (bits)
             v = self._g[j].cpu().numpy().astype(np.float64)
@@ -116,6 +148,8 @@ class UpdateRecorder:
             sel = g.index_select(1, self._flat_idx.to(g.device)).view(n, *self._idx.shape)
             self._proj.extend((sel * self._weight.to(g.device)).sum(dim=2).cpu())
         self._done["norm"].append(g.norm(dim=1).cpu())
+        c, now = self._c[:n], s.index_select(1, self._at_flat.to(s.device))
+        self._done["changed"].append(((c != now) & (c == c) & (now == now)).any(dim=1).cpu())
         k = torch.as_tensor(self._k, dtype=g.dtype, device=g.device)[:, None]
         r = torch.sub(g * k, s, alpha=1.0 / self._clip)
         # float64 sums per tensor (exact enough for chi^2 on millions of entries)
@@ -152,15 +186,20 @@ class UpdateRecorder:
         self._ffts = [*self._ffts, (f, nrm)][-SHIFT_LAGS:]
         return out
 
+    def changed(self) -> list[int]:
+        """The updates whose clipped sum (on the sketch) changed between its clipping and its
+        release: the residual tests then measured the noise against another sum."""
+        self._flush()
+        return [i for i, c in enumerate(x for b in self._done["changed"] for x in b) if c]
+
     def arrays(self) -> dict[str, np.ndarray]:
         """``canary_projection`` (raw: gradient units, the caller scales), ``update_norm``,
         ``noise_sq`` (T, L), ``noise_sketch`` (T, K), ``noise_shift`` (T, SHIFT_LAGS) and
         ``noise_shift_at`` (its shifts), one row per recorded update."""
         self._flush()
-        d = self._done
         T = len(self._proj)
         m, L, K = int(self._idx.shape[0]), len(self._sizes), int(self._sketch.numel())
-        shift = np.array(d["shift"], dtype=np.float64).reshape(T, SHIFT_LAGS, 2)
+        shift = np.array(self._done["shift"], dtype=np.float64).reshape(T, SHIFT_LAGS, 2)
 
         def cat(parts: list[Any], width: int, dtype: Any) -> np.ndarray:
             import torch
@@ -171,9 +210,9 @@ class UpdateRecorder:
             "canary_projection": np.stack([np.asarray(p, dtype=np.float64) for p in self._proj])
             if T
             else np.zeros((0, m if self._dense is None else self._dense.shape[1])),
-            "update_norm": cat(d["norm"], 0, np.float64).reshape(-1),
-            "noise_sq": cat(d["sq"], L, np.float64),
-            "noise_sketch": cat(d["sketch"], K, np.float32),
+            "update_norm": cat(self._done["norm"], 0, np.float64).reshape(-1),
+            "noise_sq": cat(self._done["sq"], L, np.float64),
+            "noise_sketch": cat(self._done["sketch"], K, np.float32),
             "noise_shift": shift[..., 0],
             "noise_shift_at": shift[..., 1].astype(np.int64),  # shifts < 2^53: exact
         }

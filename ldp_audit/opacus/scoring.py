@@ -123,7 +123,7 @@ _IDLE = {
 
 def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any]:
     """The ledger against the transcript and the metrics (deterministic: p is 0 or 1)."""
-    from ldp_audit.accountant import event_from_json
+    from ldp_audit.accountant.events import event_from_json
     from ldp_audit.attacks.one_run_fdp import model_history
 
     claim = cfg["claim"]
@@ -186,6 +186,31 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
     }
 
 
+def _clip_test(met: dict, names: list[str]) -> dict[str, Any]:
+    """The optimizer's clipping on the public probe rows (attach.clip_probe) and the clipped
+    sums released as clipped (deterministic: p is 0 or 1, None where the probe raised and no
+    sum changed)."""
+    from ldp_audit.opacus.attach import CLIP_TOLERANCE
+
+    c, changed = met.get("clip_check") or {"error": "not run"}, met.get("clipped_sum_changed")
+    problems = []
+    if changed:
+        problems.append(f"p.summed_grad changed between its clipping and its release at "
+                        f"{len(changed)} updates (first: update {changed[0]}): the noise was "
+                        f"measured against another sum than the clipped one")  # fmt: skip
+    out: dict[str, Any] = {"level": 0.0, "problems": problems}
+    if "error" in c:
+        out["reason"] = f"probe: {c['error']}"
+    else:
+        out["worst"] = "a row over every tensor" if c["tensor"] < 0 else names[c["tensor"]]
+        out["ratio"] = c["ratio"]
+        if c["ratio"] > 1.0 + CLIP_TOLERANCE:
+            problems.append(f"one per-sample gradient of norm {c['row_norm']:g} C (in "
+                            f"{out['worst']}) was clipped to {c['ratio']:.4g} C")  # fmt: skip
+    p = 0.0 if problems else (None if "error" in c else 1.0)
+    return {**out, "rejected": bool(problems), "p_value": p}
+
+
 def tensor_names(claim: dict[str, Any]) -> list[str]:
     """``tensor i (shape)`` for each trainable tensor, in the optimizer's order (the order of
     ``list(model.parameters())`` for a model made private whole)."""
@@ -234,7 +259,7 @@ def _noise_tests(
     dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=sixth, names=names)
     coord = coordinate_dependence_test(tr["noise_sketch"], groups, confidence=sixth,
                                        names=names)  # fmt: skip
-    shift = _shift_test(tr, sizes, sixth)
+    shift = _shift_test(tr, sizes, sixth, sigma)
     dep = _joined(dep, coord, 1.0 - half, shift, p_updates=dep["p_value"], coordinates=coord,
                   shifts=shift)  # fmt: skip
 
@@ -254,20 +279,25 @@ def _noise_tests(
             coverage)  # fmt: skip
 
 
-def _shift_test(tr: dict, sizes: list[int], conf: float) -> dict:
+def _shift_test(tr: dict, sizes: list[int], conf: float, sigma: float) -> dict:
     """The shift test on the run's ``noise_shift`` (a run recorded before it has none: not
-    run, p None); the coordinates tested in each pair's earlier update from ``noise_sq``."""
-    from ldp_audit.attacks.one_run_noise import shift_dependence_test
+    run, p None; the coordinates tested in each pair's earlier update from ``noise_sq``) and
+    the same-values test on ``noise_sq``, Bonferroni over the two (``same_values``)."""
+    from ldp_audit.attacks.one_run_noise import same_values_test, shift_dependence_test
 
+    half = 1.0 - (1.0 - conf) / 2.0
+    same = same_values_test(tr["noise_sq"], sizes, sigma=sigma, confidence=half)
     rho = tr.get("noise_shift")
     if rho is None:
-        return {"rejected": False, "p_value": None, "level": 1.0 - conf, "pairs": 0}
-    rho = np.asarray(rho, dtype=np.float64)
-    tested = np.isfinite(np.asarray(tr["noise_sq"], dtype=np.float64)) @ np.asarray(sizes)
-    k = np.zeros(rho.shape, dtype=np.int64)
-    for lag in range(1, rho.shape[1] + 1):
-        k[lag:, lag - 1] = tested[:-lag]
-    return shift_dependence_test(rho, k, shifts=sum(sizes), confidence=conf)
+        shift = {"rejected": False, "p_value": None, "level": 1.0 - half, "pairs": 0}
+    else:
+        rho = np.asarray(rho, dtype=np.float64)
+        tested = np.isfinite(np.asarray(tr["noise_sq"], dtype=np.float64)) @ np.asarray(sizes)
+        k = np.zeros(rho.shape, dtype=np.int64)
+        for lag in range(1, rho.shape[1] + 1):
+            k[lag:, lag - 1] = tested[:-lag]
+        shift = shift_dependence_test(rho, k, shifts=sum(sizes), confidence=half)
+    return _joined(shift, same, 1.0 - conf, same_values=same)
 
 
 def _joined(first: dict, second: dict, level: float, *others: dict, **more: Any) -> dict:
@@ -407,9 +437,12 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
             )
     if white:
         tests["ledger"] = _ledger_test(run_dir, cfg, met, tr)
+        if "clip_check" in met or met.get("clipped_sum_changed"):  # not in older runs
+            tests["clipping"] = _clip_test(met, tensor_names(claim))
     for k, t in tests.items():  # a test that ran on nothing is named, never passed in silence
         if k != "steinke" and (t is None or t.get("p_value") is None):
-            not_run.setdefault(k, _IDLE.get(k, "nothing to test: no p-value"))
+            why = (t or {}).get("reason") or _IDLE.get(k, "nothing to test: no p-value")
+            not_run.setdefault(k, why)
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
     from ldp_audit.opacus.family import family_bound
 

@@ -57,16 +57,15 @@ def privacy(accountant: Any, claim: dict[str, Any], delta: float, updates: int) 
             by[m] = f"unavailable: {exc}"
     finite = [v for v in by.values() if isinstance(v, float)]
     eps = min(finite) if finite else math.inf
-    c = claim
     return {
         "epsilon": eps,
         "delta": delta,
         "by_method": by,
         "unit": "one record of the data set (one per-sample gradient)",
         "words": (
-            f"DP-SGD (Opacus {c['optimizer'].rsplit('.', 1)[-1]}), one record = one "
-            f"per-sample gradient clipped to C = {c['max_grad_norm']:g}, noise multiplier "
-            f"{c['noise_multiplier']:g}, Poisson rate {c['sample_rate']:g}: "
+            f"DP-SGD (Opacus {claim['optimizer'].rsplit('.', 1)[-1]}), one record = one "
+            f"per-sample gradient clipped to C = {claim['max_grad_norm']:g}, noise multiplier "
+            f"{claim['noise_multiplier']:g}, Poisson rate {claim['sample_rate']:g}: "
             f"({eps:.4g}, {delta:g})-DP over {updates} updates (ledger: "
             + ", ".join(
                 f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in by.items()
@@ -99,6 +98,8 @@ def write_run(audit: Any, scores: np.ndarray | None) -> None:
             "prepay": audit.prepay,
             "physical_batches": audit._batches,
             "moved_unreleased": audit._moved,
+            "clipped_sum_changed": audit._rec.changed(),
+            **({} if audit._clip_check is None else {"clip_check": audit._clip_check}),
             "seconds": time.perf_counter() - audit._t0,
             "privacy": privacy(audit._accountant, audit._claim, audit.delta, T),
         },

@@ -79,7 +79,7 @@ class Report:
 
         ``out_dir`` must not exist or be empty; an earlier report there is replaced only with
         ``overwrite=True`` (never merged: stale figures are removed). Written into a finished
-        run's ``report`` folder, its three files are sealed in the run's ``analyses.json``.
+        run's ``report`` folder, its files are sealed in the run's ``analyses.json``.
 
         Returns:
             ``{"html": ..., "markdown": ..., "json": ..., "figures": ...}`` paths.
@@ -89,7 +89,7 @@ class Report:
         out = check_report_out(out_dir, overwrite=overwrite)
         if overwrite and out.exists() and any(out.iterdir()):
             shutil.rmtree(out)
-        from ldp_audit.rundir import is_run_dir
+        from ldp_audit.rundir.paths import is_run_dir
         from ldp_audit.rundir.seal import REPORT_FILES, seal_analyses
 
         figs = out / "figures"
@@ -106,7 +106,8 @@ class Report:
             for k, (_, text) in pages.items():
                 paths[k].write_text(text, encoding="utf-8")
             if out.name == "report" and is_run_dir(out.parent):  # the run's own report folder:
-                seal_analyses(out.parent, REPORT_FILES)  # sealed like every analysis of the run
+                figures = [f"report/figures/{name}.png" for name in self.figures]
+                seal_analyses(out.parent, [*REPORT_FILES, *figures])  # like every analysis
         except BaseException:
             # Ctrl-C, SIGTERM, a full disk: no half report is left behind (figures without a
             # page are no report that --overwrite may replace; a page its seal does not match
@@ -134,7 +135,8 @@ def check_report_out(
         RunDirectoryError: the folder cannot receive a report.
     """
     from ldp_audit.errors import RunDirectoryError
-    from ldp_audit.rundir import check_new_dir, is_run_dir
+    from ldp_audit.rundir import check_new_dir
+    from ldp_audit.rundir.paths import is_run_dir
 
     out = Path(out_dir)
     if out.is_dir() and is_run_dir(out):

@@ -52,7 +52,6 @@ from ldp_audit.report._statement import (
     method_words,
     versions_words,
 )
-from ldp_audit.report.markdown import count_noun
 
 __all__ = [
     "ReportContext",
@@ -60,7 +59,6 @@ __all__ = [
     "STATEMENT_KEYS",
     "SYSTEM_REPORT_KEYS",
     "NOT_RECORDED",
-    "count_noun",
     "events_words",
     "fmt_eps",
     "library_version",

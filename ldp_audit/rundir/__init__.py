@@ -44,39 +44,28 @@ from ldp_audit.rundir.files import (
     to_jsonable,
 )
 from ldp_audit.rundir.paths import (
-    ANALYSES_INDEX,
-    ARTIFACT_PATTERN,
-    RUN_FILES,
     check_new_dir,
     check_new_file,
-    check_parent_writable,
     check_report_dir,
-    is_run_dir,
 )
 from ldp_audit.rundir.reader import RunDir
 from ldp_audit.rundir.seal import check_analyses, run_root, seal_analyses
 from ldp_audit.rundir.verify import (
     VerifyResult,
     require_verified,
-    unverified_banner,
     verify_manifest,
     verify_run,
 )
 from ldp_audit.rundir.writer import RunWriter, versions, write_artifact
 
 __all__ = [
-    "RUN_FILES",
-    "ARTIFACT_PATTERN",
-    "ANALYSES_INDEX",
     "seal_analyses",
     "check_analyses",
     "run_root",
     "RunWriter",
     "check_new_dir",
     "check_new_file",
-    "check_parent_writable",
     "check_report_dir",
-    "is_run_dir",
     "json_number",
     "to_jsonable",
     "write_artifact",
@@ -87,7 +76,6 @@ __all__ = [
     "verify_manifest",
     "verify_run",
     "require_verified",
-    "unverified_banner",
     "VerifyResult",
     "RunDir",
     "versions",

@@ -31,6 +31,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,10 @@ __all__ = [
     "sealed_sha256",
 ]
 
-#: the report's own files, sealed when ``report`` writes them into ``RUN_DIR/report``
+#: the report's own files, sealed when ``report`` writes them into ``RUN_DIR/report``, with
+#: the figures its pages show (``report/figures/NAME.png``)
 REPORT_FILES = ("report/report.json", "report/report.md", "report/index.html")
+_FIGURE = re.compile(r"^report/figures/[A-Za-z0-9_.-]+\.png$")
 _FORMAT = "ldp-audit analyses v1"
 _LABEL = b"ldp-audit analysis v1|"
 _ROOT_LABEL = b"ldp-audit run root v1|"
@@ -236,7 +239,9 @@ def check_analyses(
                     f"rewritten by someone without the key"
                 )
                 auth = False
-        if isinstance(name, str) and (ARTIFACT_PATTERN.match(name) or name in REPORT_FILES):
+        if isinstance(name, str) and (
+            ARTIFACT_PATTERN.match(name) or name in REPORT_FILES or _FIGURE.match(name)
+        ):
             latest[name] = e
         else:
             problems.append(f"{where} names no analysis file a reader may write")
@@ -244,10 +249,14 @@ def check_analyses(
         problems.append(other_key(str(run / INDEX), ", ".join(sorted(other_keys)), key))
     if key is None and entries:
         notes.append(f"{run / INDEX}: its MACs cannot be checked (this process has no ledger key)")
-    # the analysis files present in the run (named artefacts and the report's own files)
-    # (a folder or a link to nothing under an analysis file's name is never a sealed file)
-    present = [f.name for f in run.iterdir() if ARTIFACT_PATTERN.match(f.name)]
-    present = sorted(present + [n for n in REPORT_FILES if (run / n).is_file()])
+    # the analysis files present in the run (named artefacts, every attack_*.json the report
+    # reads, even under a name the toolkit never writes, and the report's own files); a
+    # folder or a link to nothing under an analysis file's name is never a sealed file
+    named = {f.name for f in run.iterdir() if ARTIFACT_PATTERN.match(f.name)}
+    named |= {f.name for f in run.glob("attack_*.json")}
+    named |= {n for n in REPORT_FILES if (run / n).is_file()}
+    named |= {f"report/figures/{f.name}" for f in run.glob("report/figures/*.png") if f.is_file()}
+    present = sorted(named)
     sealed: dict[str, str] = {}
     finished = (run / "manifest.json").is_file()
     for name in present:
@@ -256,8 +265,12 @@ def check_analyses(
             # manifest cannot seal anything (and is refused for that already)
             if name in listed or not finished:
                 continue
-            if name.startswith("report/"):  # an output no verdict reads (e.g. an older report)
-                notes.append(f"{run / name} is not sealed in {INDEX} (written before reports were)")
+            if name.startswith("report/"):  # a page a person reads as the run's verdict
+                problems.append(
+                    f"{run / name} is not sealed (no entry in {INDEX}): a report page the "
+                    f"toolkit did not write for this run (entries cut from the index, or a page "
+                    f"written by hand); remove {run / 'report'} and run `ldp-audit report` again"
+                )
                 continue
             problems.append(
                 f"{run / name} is not sealed (no entry in {INDEX}): an analysis file the "

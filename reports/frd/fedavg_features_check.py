@@ -23,7 +23,9 @@ from sklearn.preprocessing import StandardScaler
 from ldp_audit.attacks.frd import _probe_states
 from ldp_audit.training.frd.kernels import act_rows
 from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
-from ldp_audit.training.frd import FrdConfig, param_layout, policy_value, train_many
+from ldp_audit.training.frd.config import FrdConfig
+from ldp_audit.training.frd.nets import param_layout, policy_value
+from ldp_audit.training.frd.engine import train_many
 
 
 def _lr(c: float = 0.1):  # noqa: ANN202

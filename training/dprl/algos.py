@@ -92,7 +92,8 @@ def quiet_opacus_warnings() -> None:
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 
-def _make_dropout(p: float, gen: Any) -> Any:
+def make_network(cfg: DprlConfig, gen: Any) -> Any:
+    """REINFORCE: 4-h-2 MLP with dropout; DQN: 4-h-h-2 MLP. Init as nn.Linear, from ``gen``."""
     import torch
     from torch import nn
 
@@ -106,7 +107,7 @@ def _make_dropout(p: float, gen: Any) -> Any:
 
         def __init__(self) -> None:
             super().__init__()
-            self.p = p
+            self.p = cfg.dropout
             self.gen = gen
             self.record: list[torch.Tensor] | None = None
             self.replay: torch.Tensor | None = None
@@ -123,14 +124,6 @@ def _make_dropout(p: float, gen: Any) -> Any:
                     self.record.append(keep)
             return x * keep / (1.0 - self.p)
 
-    return GenDropout()
-
-
-def make_network(cfg: DprlConfig, gen: Any) -> Any:
-    """REINFORCE: 4-h-2 MLP with dropout; DQN: 4-h-h-2 MLP. Init as nn.Linear, from ``gen``."""
-    import torch
-    from torch import nn
-
     s = cfg.layer_sizes
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(s[:-1], s[1:], strict=False)):
@@ -142,7 +135,7 @@ def make_network(cfg: DprlConfig, gen: Any) -> Any:
         layers.append(lin)
         if i < len(s) - 2:
             if cfg.algo == "reinforce":
-                layers.append(_make_dropout(cfg.dropout, gen))
+                layers.append(GenDropout())
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
 
@@ -180,7 +173,6 @@ def _private_parts(cfg, net, accountant, hooks, gen, canary_rng, obs_rng, ghost=
         model = GradSampleModuleFastGradientClipping(
             net, batch_first=True, loss_reduction="sum", max_grad_norm=float(cfg.clip)
         )
-        model._ghost = True
     elif cfg.privacy == "dpsgd":
         model = GradSampleModule(net, batch_first=True, loss_reduction="sum")
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)

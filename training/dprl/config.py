@@ -239,8 +239,7 @@ class DprlConfig:
 
     @property
     def layer_sizes(self) -> list[int]:
-        h = self.hidden
-        return [4, h, 2] if self.algo == "reinforce" else [4, h, h, 2]
+        return [4, self.hidden, 2] if self.algo == "reinforce" else [4, self.hidden, self.hidden, 2]
 
     @property
     def n_params(self) -> int:

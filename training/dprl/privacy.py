@@ -128,7 +128,6 @@ def cpu_noise_optimizer(cls: Any) -> Any:
         return cls
 
     def add_noise(self: Any) -> None:
-        nm = getattr(self, "_adjusted_noise_multiplier", self.noise_multiplier)
         for p in self.params:
             g = p.summed_grad
             if getattr(g, "ldp_audit_noised", False):  # zero_grad drops a noised sum
@@ -137,8 +136,8 @@ def cpu_noise_optimizer(cls: Any) -> Any:
                     "optimizer.zero_grad() on each step (a gradient noised twice breaks the "
                     "privacy guarantee)"
                 )
-            noise = gaussian_noise(nm * self.max_grad_norm, g.shape, g.dtype, self.generator,
-                                   secure_mode=self.secure_mode)  # fmt: skip
+            noise = gaussian_noise(self.noise_multiplier * self.max_grad_norm, g.shape, g.dtype,
+                                   self.generator, secure_mode=self.secure_mode)  # fmt: skip
             p.grad = (g + noise.to(g.device)).view_as(p)
             g.ldp_audit_noised = True
 
@@ -150,13 +149,14 @@ class DpSgdUpdate:
 
     def __init__(self, cfg: DprlConfig, model: Any, base_opt: Any, accountant: Any, gen: Any,
                  hooks: TrainerHooks, canaries: Any = None) -> None:  # fmt: skip
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping as Ghost
         from opacus.optimizers import DPOptimizer
 
         from ldp_audit.release import Transcript
 
         self.cfg = cfg
         self.params = [p for p in model.parameters() if p.requires_grad]
-        if getattr(model, "_ghost", False):
+        if isinstance(model, Ghost):  # ghost clipping: Opacus's optimizer for it
             from opacus.optimizers import DPOptimizerFastGradientClipping as DPOptimizer
         cls = hooks.optimizer_class or DPOptimizer
         if self.params[0].device.type != "cpu":

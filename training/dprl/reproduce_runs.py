@@ -30,7 +30,6 @@ __all__ = [
     "audit_one",
     "audit_summary",
     "audit_table",
-    "audit_train",
     "boxed_epsilon",
     "broken_hooks",
     "grid",
@@ -38,7 +37,6 @@ __all__ = [
     "one_thread",
     "run_config",
     "run_one",
-    "train_one",
     "true_epsilon",
 ]
 
@@ -73,13 +71,13 @@ def broken_hooks() -> dict[str, Any]:
 
     class NoClipping(DPOptimizer):
         def clip_and_accumulate(self) -> None:
-            for p in self.params:
-                p.summed_grad = self._get_flat_grad_sample(p).to(p.dtype).sum(dim=0)
+            for p, g in zip(self.params, self.grad_samples, strict=True):
+                p.summed_grad = g.to(p.dtype).sum(dim=0)
 
     class PerLayerClipping(DPOptimizer):
         def clip_and_accumulate(self) -> None:
-            for p in self.params:
-                g = self._get_flat_grad_sample(p).to(p.dtype)
+            for p, g in zip(self.params, self.grad_samples, strict=True):
+                g = g.to(p.dtype)
                 f = (self.max_grad_norm / (g.reshape(len(g), -1).norm(dim=-1) + 1e-6)).clamp(
                     max=1.0
                 )
@@ -157,33 +155,33 @@ def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
 
 
 def run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
-    """One grid run's result (:func:`train_one`), or the one kept in ``cache`` for its spec."""
-    kw = run_config(spec, s)
-    return cached(cache_path(cache, "run", {**spec, **kw}), lambda: train_one(spec, kw))
-
-
-def train_one(spec: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
-    """Train one grid run (DprlConfig(**kw), seed spec['seed']; no run directory): its
+    """One grid run's result, or the one kept in ``cache`` for its spec: the run
+    (``DprlConfig(**run_config(spec, s))``, seed ``spec['seed']``, no run directory) trained, its
     returns, convergence, evaluation, epsilon, privacy summary, updates and times."""
-    import time as _time
+    kw = run_config(spec, s)
 
-    from ldp_audit.training.dprl.config import DprlConfig
-    from ldp_audit.training.dprl.trainer import train
+    def train_one() -> dict[str, Any]:
+        import time as _time
 
-    one_thread()
-    c0 = _time.process_time()
-    res = train(DprlConfig(**kw), seed=spec["seed"])
-    return {
-        **spec,
-        "returns": res.returns,
-        "convergence_episode": res.convergence_episode,
-        "eval_returns": res.eval_returns,
-        "epsilon": res.privacy.get("epsilon", math.inf),
-        "privacy": res.privacy,
-        "updates": res.updates,
-        "seconds": res.seconds,
-        "cpu_seconds": _time.process_time() - c0,
-    }
+        from ldp_audit.training.dprl.config import DprlConfig
+        from ldp_audit.training.dprl.trainer import train
+
+        one_thread()
+        c0 = _time.process_time()
+        res = train(DprlConfig(**kw), seed=spec["seed"])
+        return {
+            **spec,
+            "returns": res.returns,
+            "convergence_episode": res.convergence_episode,
+            "eval_returns": res.eval_returns,
+            "epsilon": res.privacy.get("epsilon", math.inf),
+            "privacy": res.privacy,
+            "updates": res.updates,
+            "seconds": res.seconds,
+            "cpu_seconds": _time.process_time() - c0,
+        }
+
+    return cached(cache_path(cache, "run", {**spec, **kw}), train_one)
 
 
 def boxed_epsilon(sigma: float, delta: float, observations: int) -> float:
@@ -253,36 +251,35 @@ def audit_cases(s: ReproduceSettings) -> list[dict[str, Any]]:
 
 
 def audit_one(case: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
-    """Train one audit run (in a temporary folder) and audit it white- and black-box (95 %)."""
-    return cached(cache_path(cache, "audit", case), lambda: audit_train(case, s))
+    """One audit case's row of the audit table, or the one kept in ``cache`` for it: the case
+    trained in a temporary run directory and audited white- and black-box (95 %)."""
 
+    def audit_train() -> dict[str, Any]:
+        import tempfile
 
-def audit_train(case: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
-    """Train one audit case in a temporary run directory and audit it white- and black-box
-    (95 %): its row of the audit table."""
-    import tempfile
+        one_thread()
 
-    one_thread()
+        from ldp_audit.attacks.one_run_dprl import audit_run
+        from ldp_audit.training.dprl.config import DprlConfig
+        from ldp_audit.training.dprl.trainer import train
 
-    from ldp_audit.attacks.one_run_dprl import audit_run
-    from ldp_audit.training.dprl.config import DprlConfig
-    from ldp_audit.training.dprl.trainer import train
+        hooks = broken_hooks()[case["broken"]] if case["broken"] else None  # rebuilt: picklable
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Path(tmp) / "run"
+            cfg = DprlConfig(**case["kw"])
+            res = train(cfg, seed=case["seed"], run_dir=run, hooks=hooks)
+            row: dict[str, Any] = {
+                "trainer": case["trainer"],
+                "seed": case["seed"],
+                "config": case["kw"],
+                "updates": res.updates,
+                "true_epsilon": true_epsilon(case["trainer"], cfg, res.updates),
+            }
+            for setting in ("white-box", "black-box"):
+                row[setting] = audit_summary(audit_run(run, setting=setting, confidence=0.95))
+        return row
 
-    hooks = broken_hooks()[case["broken"]] if case["broken"] else None  # rebuilt: picklable
-    with tempfile.TemporaryDirectory() as tmp:
-        run = Path(tmp) / "run"
-        cfg = DprlConfig(**case["kw"])
-        res = train(cfg, seed=case["seed"], run_dir=run, hooks=hooks)
-        row: dict[str, Any] = {
-            "trainer": case["trainer"],
-            "seed": case["seed"],
-            "config": case["kw"],
-            "updates": res.updates,
-            "true_epsilon": true_epsilon(case["trainer"], cfg, res.updates),
-        }
-        for setting in ("white-box", "black-box"):
-            row[setting] = audit_summary(audit_run(run, setting=setting, confidence=0.95))
-    return row
+    return cached(cache_path(cache, "audit", case), audit_train)
 
 
 def audit_table(

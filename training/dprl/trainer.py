@@ -302,7 +302,6 @@ def _learning(res: DprlResult) -> dict[str, Any]:
 
 def write_run(writer: Any, res: DprlResult, *, status: str = "complete") -> Path:
     """transcript.npz, secrets.npz, metrics.json, model.npz, then the manifest."""
-    cfg = res.config
     if res.transcript:
         writer.write_npz("transcript.npz", res.transcript)
     if res.secrets:
@@ -314,8 +313,8 @@ def write_run(writer: Any, res: DprlResult, *, status: str = "complete") -> Path
             "seconds": res.seconds,
             "stopped": res.stopped,
             "privacy": res.privacy,
-            "algo": cfg.algo,
-            "n_params": cfg.n_params,
+            "algo": res.config.algo,
+            "n_params": res.config.n_params,
             "device": res.device,
             **(
                 {"eval_returns": res.eval_returns, "eval_mean": float(np.mean(res.eval_returns))}

@@ -65,18 +65,8 @@ package gives only the public names of ``__all__``):
 
 from __future__ import annotations
 
-from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
-from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
-from ldp_audit.training.fedrl.report import report_sections
-from ldp_audit.training.fedrl.runs import privacy_table, run_fedrl, train_fedrl
+from ldp_audit.training.fedrl.config import FedRLConfig
+from ldp_audit.training.fedrl.mechanisms import OutputMechanism
+from ldp_audit.training.fedrl.runs import train_fedrl
 
-__all__ = [
-    "METHODS",
-    "FedRLConfig",
-    "OutputMechanism",
-    "TargetMechanism",
-    "train_fedrl",
-    "run_fedrl",
-    "report_sections",
-    "privacy_table",
-]
+__all__ = ["FedRLConfig", "OutputMechanism", "train_fedrl"]

@@ -13,19 +13,20 @@ import math
 import os
 import platform
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir.files import write_json_file
 from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
 from ldp_audit.training.fedrl.gridworld import VectorGridWorld, generate_maps
 from ldp_audit.training.fedrl.mechanisms import MAX_SCALE, MIN_BOUND, OutputMechanism
 from ldp_audit.training.fedrl.metrics import cp_interval, table_metrics
-from ldp_audit.training.reproduction import check_fields, loadavg, provenance
+from ldp_audit.training.reproduction import check_fields, loadavg, provenance, write_report
 
 __all__ = [
     "ReproConfig",
@@ -218,8 +219,7 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     attack setting): a module-level, deterministic task of :func:`ldp_audit.backends.run_tasks`,
     so a stage gives the same numbers in this process, a local pool or on Ray."""
     from ldp_audit.attacks.fedrl import attack_arrays
-    from ldp_audit.training.fedrl import run_fedrl
-    from ldp_audit.training.fedrl.runs import log_arrays
+    from ldp_audit.training.fedrl.runs import log_arrays, run_fedrl
 
     rc: ReproConfig = item["rc"]
     kind, progress = item["kind"], bool(item.get("progress", False))
@@ -334,20 +334,22 @@ def _describe_stage(item: dict[str, Any]) -> str:
 def reproduce(
     rc: ReproConfig,
     *,
+    out: str | Path | None = None,
     progress: bool = False,
     command: str = "",
-    checkpoint: Callable[[dict[str, Any]], None] | None = None,
     backend: str = "local",
     address: str | None = None,
     workers: int | None = None,
 ) -> dict[str, Any]:
     """Run the whole reproduction at the scale of ``rc``; returns the JSON-able results.
 
-    ``checkpoint(results_so_far)`` is called after every stage (the CLI keeps a partial file so
-    a failure late in the run does not lose the finished stages; on a pool or Ray, after all of
-    them). The stages (Table 1 sizes, Figure 4 history lengths, attack settings) are tasks of
-    :func:`ldp_audit.backends.run_tasks` on ``backend`` (``workers``, ``address`` as there):
-    each depends only on its own config and seed, so the numbers are the same on every backend.
+    With ``out``, the results so far are kept in ``out/results.partial.json`` after every stage
+    (written atomically, so a failure late in the run does not lose the finished stages; on a
+    pool or Ray, after all of them), and at the end the report (results.json, README.md) is
+    written to ``out`` and the partial file removed. The stages (Table 1 sizes, Figure 4
+    history lengths, attack settings) are tasks of :func:`ldp_audit.backends.run_tasks` on
+    ``backend`` (``workers``, ``address`` as there): each depends only on its own config and
+    seed, so the numbers are the same on every backend.
 
     ``rc.device`` is resolved here, once, before any work (``"cuda"`` without a CUDA device:
     InvalidParameterError; ``"auto"``: CUDA when there is one, else the CPU); every stage runs
@@ -378,9 +380,12 @@ def reproduce(
     }
     rc = replace(rc, device=device)  # every stage on the resolved device (no "auto" per worker)
 
+    partial = None if out is None else Path(out) / "results.partial.json"
+
     def save() -> None:
-        if checkpoint is not None:
-            checkpoint(res)
+        if partial is not None:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            write_json_file(partial, res, replace=True)  # atomic: a kill never truncates it
 
     if rc.audit_samples:  # first: fast, and it needs no training
         res["audit"] = audit_output_mechanism(rc.audit_samples, rc.seed)
@@ -440,4 +445,9 @@ def reproduce(
     res["seconds_total"] = time.perf_counter() - t_all
     res["cpu_seconds_total"] = time.process_time() - c_all
     res["load_average_end"] = loadavg()
+    if partial is not None:
+        from ldp_audit.training.fedrl.reproduce_report import pages
+
+        write_report(out, res, pages)
+        partial.unlink(missing_ok=True)
     return res

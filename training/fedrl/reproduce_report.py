@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 from ldp_audit.report.markdown import md_table, wrap_markdown
 from ldp_audit.rundir.files import fmt_number
-from ldp_audit.training.reproduction import write_report as shared_write_report
 
-__all__ = ["render_markdown", "pages", "write_report", "AUTHORS_MAPS_RANDOM"]
+__all__ = ["render_markdown", "pages", "AUTHORS_MAPS_RANDOM"]
 
 
 def _pct(v: float) -> str:
@@ -328,8 +326,3 @@ def pages(res: dict[str, Any], notes: str | None) -> dict[str, str]:
     (:func:`render_markdown`), then the hand-written ``notes`` (the folder's notes.md), if any."""
     md = render_markdown(res)
     return {"README.md": wrap_markdown(md + "\n" + notes if notes is not None else md)}
-
-
-def write_report(res: dict[str, Any], out: str | Path) -> list[str]:
-    """Write results.json and README.md (generated; the folder's notes.md kept) into ``out``."""
-    return [str(p) for p in shared_write_report(out, res, pages)]

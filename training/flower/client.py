@@ -34,9 +34,9 @@ records every accepted report with the parameters it was computed at and writes 
 directory in the own-loop layout (``ldp_audit.run``, algorithm ``own-loop``: config, manifest,
 the server's record ledger, transcript, metrics, model), so ``ldp-audit report`` and ``ldp-audit
 audit --run-dir`` read it and the generic dynamics attack
-(:func:`ldp_audit.attacks.dynamics.private_param_dynamics`) scores it when the app declares a
-private parameter per client. ``secrets.npz`` (the private value per row, for scoring only) is
-written only when the experimenter gives the recorder the ground truth.
+(:func:`ldp_audit.attacks.dynamics_run_dir.private_param_dynamics`) scores it when the app
+declares a private parameter per client. ``secrets.npz`` (the private value per row, for scoring
+only) is written only when the experimenter gives the recorder the ground truth.
 
 What lives where: the client side (:class:`LdpReleaseMod`, :class:`ClientSettings`,
 :func:`release_reply`, :func:`sealed_content`) is this module; the server side

@@ -12,7 +12,7 @@ simulation SuperLink (:func:`ldp_audit.training.flower.run.flwr_run`).
 Private parameter per client: its **favourite digit** (one of :data:`CANDIDATES`): half of a
 client's samples show that digit, half are drawn uniformly. It shapes the client's update, so an
 honest-but-curious server could try to infer it from what it receives; the generic dynamics
-attack (:func:`ldp_audit.attacks.dynamics.private_param_dynamics`) does exactly that with
+attack (:func:`ldp_audit.attacks.dynamics_run_dir.private_param_dynamics`) does exactly that with
 :func:`simulator` (the public update rule run on the attacker's own, disjoint, digits data) and
 is scored against the ceiling the guarantee allows. In a simulation a client's favourite is drawn
 from (``seed``, partition id); a real SuperNode gives it in its node config
@@ -32,7 +32,6 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng
-from ldp_audit.training.flower.run import app_pyproject
 from ldp_audit.training.flower.server import ldp_server_main, summary
 from ldp_audit.validation import check_bool, check_int, check_real_in
 
@@ -193,9 +192,9 @@ def simulator(
     lr: float = 0.5,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Shadow clients: ``simulator(theta (B, d), favourite (B,), rng, alpha) -> (updates (B, d),
-    scores (B,))`` for :func:`ldp_audit.attacks.dynamics.private_param_dynamics` (alpha unused).
-    Each shadow draws its data from the attacker's pool (digits 1200.., disjoint from the
-    clients'), trains like a client and returns its update."""
+    scores (B,))`` for :func:`ldp_audit.attacks.dynamics_run_dir.private_param_dynamics`
+    (alpha unused). Each shadow draws its data from the attacker's pool (digits 1200.., disjoint
+    from the clients'), trains like a client and returns its update."""
     thetas = np.asarray(thetas, dtype=np.float64)
     out = np.empty_like(thetas)
     k = N_FEATURES * N_CLASSES
@@ -211,7 +210,7 @@ def simulator(
 # The app project and a run
 # ----------------------------------------------------------------------------------------------
 
-APP_PYPROJECT = app_pyproject(
+APP_PYPROJECT = app_run.app_pyproject(
     "ldp-digits-fedavg",
     "FedAvg on scikit-learn's digits, every update released under local DP (ldp-audit)",
     "digits_app",

@@ -13,9 +13,9 @@ epsilon). Its train function plays one alpha-greedy episode at the broadcast the
 (:func:`ldp_audit.training.pgc_a3c.episode_gradients`) and hands the raw gradient to the
 release mod :class:`LdpReleaseMod` through process memory, never through a Flower message. The
 mod charges the agent's ledger durably, *then* randomises
-(:func:`ldp_audit.training.pgc_a3c.privatize_reports`, i.e. :func:`ldp_audit.release.release`),
-and only then puts the noisy report in the reply. Without the mod, the reply holds no gradient,
-and the server refuses it.
+(:func:`ldp_audit.training.pgc_a3c.privacy.privatize_reports`, i.e.
+:func:`ldp_audit.release.release`), and only then puts the noisy report in the reply. Without the
+mod, the reply holds no gradient, and the server refuses it.
 
 Protocol (a synchronous-round version of Algorithm 1; the lock-step engine of
 :mod:`ldp_audit.training.pgc_a3c` emulates the asynchronous one): round r = 0..T-1, the server
@@ -58,13 +58,12 @@ from ldp_audit.training.flower.protocol import (
     sealed_report,
     server_settings,
 )
-from ldp_audit.training.pgc_a3c import (
-    PgcA3cConfig,
-    episode_gradients,
-    init_theta,
-    privatize_reports,
-)
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 from ldp_audit.training.pgc_a3c.metrics import first_success_time
+from ldp_audit.training.pgc_a3c.model import init_theta
+from ldp_audit.training.pgc_a3c.privacy import privatize_reports
+from ldp_audit.training.pgc_a3c.rollout import episode_gradients
+from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 from ldp_audit.validation import check_bool, check_int, check_positive
 
 __all__ = [
@@ -178,19 +177,18 @@ class LdpReleaseMod:
     def __call__(self, msg: Any, context: Any, call_next: Any) -> Any:
         from flwr.app import ArrayRecord, ConfigRecord, Error, Message
 
-        key = msg.metadata.message_id
         try:
-            out = call_next(msg, context)
-            with _PENDING_LOCK:
-                raw = _PENDING.pop(key, None)
+            try:
+                out = call_next(msg, context)
+            finally:  # the gradient never outlives this call, whatever happens
+                with _PENDING_LOCK:
+                    raw = _PENDING.pop(msg.metadata.message_id, None)
             if out.has_error():
                 return out
             if raw is None:
                 return Message(Error(code=1, reason="no gradient to release"), reply_to=msg)
             rel = self._release(raw, context)
         except Exception as exc:  # nothing released; the server sees only the reason
-            with _PENDING_LOCK:
-                _PENDING.pop(key, None)
             return Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
         out.content["report"] = ArrayRecord([np.ascontiguousarray(rel.values)])
         out.content["release"] = ConfigRecord(
@@ -291,7 +289,7 @@ def make_client_app(
 class Eq22Aggregator:
     """Eq. 22 of one trial on reports received over the network: buffer MAX_BUF reports, then
     theta <- theta - eta * mean(buffer). The same arithmetic, in the same order, as
-    :class:`ldp_audit.training.pgc_a3c.Aggregator` (which only accepts in-process
+    :class:`ldp_audit.training.pgc_a3c.aggregator.Aggregator` (which only accepts in-process
     :class:`~ldp_audit.release.SealedRelease` objects; a report arriving from another process
     is an array)."""
 
@@ -312,9 +310,6 @@ class Eq22Aggregator:
             self.buffer[:] = 0.0
             self.count = 0
             self.version += 1
-
-
-_IDS = ("trial", "agent", "worker", "round", "submission", "theta_index")
 
 
 def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
@@ -354,8 +349,8 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     agg = Eq22Aggregator(init_theta(agent_rng(seed, 0, 0)), cfg.eta, cfg.effective_buffer_size)
     d, cfg_json = agg.theta.size, json.dumps(cfg.to_dict())
     declared, eps = mech.to_config(), cfg.epsilon_per_submission  # what a reply must carry
-    # one row per accepted report: (the _IDS columns, the report, its score)
-    accepted: list[tuple[tuple[int, ...], np.ndarray, float]] = []
+    # the transcript's columns, one row per accepted report (thetas: one row per round)
+    rows: dict[str, list[Any]] = {k: [] for k in TRANSCRIPT_KEYS if k != "thetas"}
     thetas: list[np.ndarray] = []
     agent_of_node: dict[int, int] = {}
     rejected: list[dict[str, Any]] = []
@@ -396,20 +391,16 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                     rejected.append({"round": r, "node": int(node), "reason": str(exc)})
                     continue
                 ok.append((f"0/{agent}", event))
-                accepted.append(((0, agent, k, r, n, r), y, score))
+                for key, v in zip(rows, (0, agent, k, r, n, r, y[None, :], score), strict=True):
+                    rows[key].append(np.atleast_1d(v))
                 agg.receive(y)  # eq. 22, in node order
             if ok:  # the server's record of the charges its clients declared
                 acc.charge_many(ok)
         # a run in which no report was accepted released nothing usable: say so in its status
-        status = "complete" if accepted or not rejected else "failed"
+        status = "complete" if rows["agent"] or not rejected else "failed"
     finally:
-        n_rows = len(accepted)
-        ids, reports, scores = zip(*accepted, strict=True) if accepted else ((), (), ())
-        id_cols = np.asarray(ids, dtype=np.int64).reshape(n_rows, len(_IDS)).T
-        transcript = dict(zip(_IDS, id_cols, strict=True))
-        transcript["report"] = np.asarray(reports, dtype=np.float64).reshape(n_rows, d)
-        transcript["score"] = np.asarray(scores, dtype=np.float64)
-        transcript["thetas"] = np.asarray(thetas, dtype=np.float64).reshape(-1, d)
+        transcript, _ = stack_records(rows, thetas, d)
+        n_rows = transcript["agent"].size
         w.write_npz("transcript.npz", transcript)
         if gravities is not None:
             g = np.asarray(gravities, dtype=np.float64)

@@ -64,43 +64,9 @@ with a run directory, report sections), ``physics`` (per-row CartPole constants)
 
 from __future__ import annotations
 
-from ldp_audit.training.frd.config import (
-    ALGORITHM,
-    CARTPOLE_DEFAULTS,
-    PAPER_SETTINGS,
-    PRIVATE_PARAMS,
-    STATE_HIGH,
-    STATE_LOW,
-    FrdConfig,
-    setting_config,
-)
-from ldp_audit.training.frd.engine import FrdResult, arch_batches, train_batch, train_many
-from ldp_audit.training.frd.nets import param_layout, policy_value
-from ldp_audit.training.frd.proxy import (
-    ProxyGrid,
-    ProxyMemoryLDP,
-    aggregate_memories,
-)
-from ldp_audit.training.frd.run import report_sections, train
+from ldp_audit.training.frd.config import FrdConfig, setting_config
+from ldp_audit.training.frd.engine import train_many
+from ldp_audit.training.frd.proxy import ProxyMemoryLDP
+from ldp_audit.training.frd.run import train
 
-__all__ = [
-    "ALGORITHM",
-    "FrdConfig",
-    "FrdResult",
-    "PAPER_SETTINGS",
-    "STATE_LOW",
-    "STATE_HIGH",
-    "ProxyGrid",
-    "ProxyMemoryLDP",
-    "aggregate_memories",
-    "setting_config",
-    "train",
-    "train_many",
-    "train_batch",
-    "arch_batches",
-    "report_sections",
-    "CARTPOLE_DEFAULTS",
-    "PRIVATE_PARAMS",
-    "param_layout",
-    "policy_value",
-]
+__all__ = ["FrdConfig", "ProxyMemoryLDP", "setting_config", "train", "train_many"]

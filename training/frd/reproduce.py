@@ -8,7 +8,7 @@
   :mod:`ldp_audit.attacks.frd` (dynamics inference on the uploads), accuracy beside chance and
   the LDP ceiling.
 
-The sweep runs as one batched :func:`ldp_audit.training.frd.train_batch` per network
+The sweep runs as one batched :func:`ldp_audit.training.frd.engine.train_batch` per network
 architecture, each with its own child generator of the seed (exactly what
 :func:`~ldp_audit.training.frd.train_many` does in one call), and every leak run is seeded on its
 own: these are independent tasks of :func:`ldp_audit.backends.run_tasks` (``backend``,
@@ -36,8 +36,9 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.rundir.files import fmt_number as num
 from ldp_audit.training.device import DEVICES
-from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
-from ldp_audit.training.frd.config import read_list
+from ldp_audit.training.frd.config import FrdConfig, read_list, setting_config
+from ldp_audit.training.frd.engine import arch_batches, train_batch
+from ldp_audit.training.frd.run import train
 from ldp_audit.training.frd.trends import median_ci, trend_tests
 from ldp_audit.training.reproduction import check_fields, provenance, write_report
 
@@ -117,7 +118,7 @@ class ReproduceSettings:
 
 
 def _stats(r: Any) -> dict[str, Any]:
-    """A results.json row's numbers of one cell's :class:`~ldp_audit.training.frd.FrdResult`."""
+    """One cell's numbers in results.json (:class:`~ldp_audit.training.frd.engine.FrdResult`)."""
     m = r.mission
     fin = m[np.isfinite(m)]
     return {

@@ -81,33 +81,18 @@ each agent when the agent starts rather than when it submits.
 
 from __future__ import annotations
 
-from ldp_audit.training.pgc_a3c.aggregator import Aggregator
-from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
-from ldp_audit.training.pgc_a3c.gradients import loss_gradients
-from ldp_audit.training.pgc_a3c.grid import ENGINES, train, train_grid
-from ldp_audit.training.pgc_a3c.model import DIM, greedy_actions, init_theta, unpack_theta
-from ldp_audit.training.pgc_a3c.privacy import (
-    CoordinateLaplace,
-    PrivacyClaimWarning,
-    privatize_reports,
-)
-from ldp_audit.training.pgc_a3c.rollout import episode_gradients, rollout
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.grid import train, train_grid
+from ldp_audit.training.pgc_a3c.model import init_theta
+from ldp_audit.training.pgc_a3c.privacy import CoordinateLaplace, PrivacyClaimWarning
+from ldp_audit.training.pgc_a3c.rollout import episode_gradients
 
 __all__ = [
-    "DIM",
     "PgcA3cConfig",
-    "TrainResult",
     "CoordinateLaplace",
     "PrivacyClaimWarning",
-    "Aggregator",
-    "privatize_reports",
     "init_theta",
-    "unpack_theta",
-    "greedy_actions",
-    "rollout",
-    "loss_gradients",
     "episode_gradients",
     "train",
     "train_grid",
-    "ENGINES",
 ]

@@ -12,9 +12,9 @@ The kernels work row by row, so a row's result never depends on which other rows
 batch, and they keep IEEE semantics (no ``fastmath``): results are bit-for-bit reproducible.
 ``tests/test_pgc_kernels.py`` checks them against the NumPy formulation and torch autograd.
 
-Parameter packing (see :func:`ldp_audit.training.pgc_a3c.unpack_theta`): theta[0:64] is theta_c
-(16x4, row-major: theta_c[j, k] = theta[4 j + k]), theta[64:80] is theta_p row 0, theta[80:96]
-row 1, theta[96:112] theta_v.
+Parameter packing (see :func:`ldp_audit.training.pgc_a3c.model.unpack_theta`): theta[0:64] is
+theta_c (16x4, row-major: theta_c[j, k] = theta[4 j + k]), theta[64:80] is theta_p row 0,
+theta[80:96] row 1, theta[96:112] theta_v.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.parse import INT_MAX, epsilon_or_inf, parse_int, parse_private_param
-from ldp_audit.training.pgc_a3c.config import DIM, PgcA3cConfig
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
 #: generated, in the first help group (their values read as ``args.<field>``, config defaults)
 READINGS = ("stop_at_target", "acting", "clip_kind", "aggregator", "aggregator_lr", "target")
@@ -144,7 +144,7 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
             )
         kw["gravities"] = pp[1]
     elif env is not None:
-        from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig
+        from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 
         if "agents" in sizes:
             sizes["n_agents"] = sizes.pop("agents")
@@ -237,7 +237,7 @@ def show_gym(res: Any) -> list[str]:
     ]
 
 
-__all__ = ["DIM", "options", "config", "check_step_scale", "sizes", "show", "show_gym"]
+__all__ = ["options", "config", "check_step_scale", "sizes", "show", "show_gym"]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ class FusedEngine(Engine):
         # observations are float32 values (the state rounded as Gymnasium shows it): a float32
         # episode buffer holds them exactly in half the memory the kernel streams through
         self.obs = np.zeros(self.obs.shape, dtype=np.float32)
-        from ldp_audit.training.pgc_a3c._fused_kernel import transpose_row
+        from ldp_audit.training.pgc_a3c._kernels import transpose_row
 
         # each row's theta as the kernel reads it (it keeps these current, not row_theta)
         self.row_tt = np.empty_like(self.row_theta)

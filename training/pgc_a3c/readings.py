@@ -163,7 +163,7 @@ def _key(reading: str, acting: str, eps: float) -> str:
 
 def _configs(cfg: ReadingsConfig) -> list[tuple[str, dict[str, Any], Any, int]]:
     """(key, description, PgcA3cConfig, seed) of every setting, in run order."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     plan = [
         (name, acting, eps, opts, False)
@@ -216,7 +216,7 @@ def audit_reading_mechanisms(
         One dict per audit: mechanism, claim, lower bound, violation, confidence, samples, s.
     """
     from ldp_audit.audit import audit
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     rows = []
     for i, eps in enumerate(epsilons):
@@ -270,7 +270,7 @@ def run_readings(
     Returns:
         JSON-able results: per setting its FSTs and the Table 1-3 measures, the audits, timing.
     """
-    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
+    from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning
     from ldp_audit.training.pgc_a3c.reproduce import engine_grid
 
     if not isinstance(cfg, ReadingsConfig):

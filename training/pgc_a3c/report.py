@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
-from ldp_audit.report.plugin import count_noun as noun
+from ldp_audit.report.markdown import count_noun as noun
 from ldp_audit.report.plugin import missing_files, section
 from ldp_audit.rundir import RunDir
 from ldp_audit.rundir.files import json_real

@@ -203,7 +203,8 @@ def _engine_config(
     acting: str = "argmax",
     options: dict[str, Any] | None = None,
 ) -> Any:
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig  # lazy: torch-free import of this module
+    # lazy: torch-free import of this module
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
     kwargs: dict[str, Any] = dict(
         mechanism=setting.engine_mechanism,
@@ -226,7 +227,8 @@ def quiet_train_grid(configs: list[Any], engine: str = "fused", **kwargs: Any) -
     """
     import warnings
 
-    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning, train_grid
+    from ldp_audit.training.pgc_a3c.grid import train_grid
+    from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyClaimWarning)
@@ -261,8 +263,7 @@ def engine_grid(
     import warnings
 
     from ldp_audit.backends import check_backend, grid_runs
-    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
-    from ldp_audit.training.pgc_a3c.privacy import coordinate_warning
+    from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning, coordinate_warning
 
     backend, address, workers = check_backend(backend, address, workers)
     for c in configs:  # the library's warning, once, in this process

@@ -19,7 +19,7 @@ from ldp_audit.training.pgc_a3c.engine import equal_runs
 from ldp_audit.training.pgc_a3c.privacy import privacy_summary, privatize_reports
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
-from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND, loss_gradients
+from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND, episode_loss
 
 BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
 
@@ -34,7 +34,7 @@ class Engine:
         self.R = k * n
         self.row_trial = np.repeat(np.arange(k), n)
         self.row_worker = np.tile(np.arange(n), k)
-        from ldp_audit.training.pgc_a3c import Aggregator
+        from ldp_audit.training.pgc_a3c.aggregator import Aggregator
         from ldp_audit.training.pgc_a3c.engine import TrialStream, mechanism_rng
 
         # the CartPole engine's streams: initial theta, acting uniforms, resets; the noise
@@ -158,20 +158,8 @@ class Engine:
 
     def _submit(self, rows: np.ndarray, term: np.ndarray, bar: Any) -> None:
         cfg = self.cfg
-        lengths = self.t[rows]
-        big_l = int(lengths.max())
-        grads = loss_gradients(
-            self.net,
-            self.theta[rows],
-            self.obs[rows, : big_l + 1],
-            self.act[rows, :big_l],
-            self.rew[rows, :big_l],
-            lengths,
-            ~term[rows],
-            gamma=cfg.gamma,
-            lam=cfg.lam,
-            beta=cfg.beta,
-        )
+        ep = (self.obs[rows], self.act[rows], self.rew[rows], self.t[rows], ~term[rows])
+        grads = episode_loss(cfg, self.theta[rows], *ep)
         if not np.all(np.isfinite(grads)):
             raise InvalidParameterError(
                 "a gradient is not finite (theta diverged); nothing of this step was released"
@@ -190,7 +178,7 @@ class Engine:
         )
         sub = self.n_sub[trial] + self._rank(rows)
         np.add.at(self.n_sub, trial, 1)
-        score = self.rew[rows, :big_l].sum(axis=1)
+        score = ep[2][:, : int(ep[3].max())].sum(axis=1)  # the same sum as before, bit for bit
         self.zeta[trial, sub] = score
         self.agg.receive(rel)  # eq. 22 on sealed reports only, in row order
         if self.record:

@@ -23,7 +23,14 @@ from ldp_audit.validation import check_rng
 if TYPE_CHECKING:
     from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 
-__all__ = ["Network", "loss_gradients", "rollout", "episode_gradients", "simulator_for"]
+__all__ = [
+    "Network",
+    "loss_gradients",
+    "rollout",
+    "episode_gradients",
+    "episode_loss",
+    "simulator_for",
+]
 
 SEED_BOUND = 2**63 - 1  # reset seeds are drawn below this
 
@@ -240,25 +247,23 @@ def episode_gradients(
         (clean gradients (B, d), scores (B,)).
     """
     ro = rollout(cfg, theta, values, rng, alpha)
-    big_l = int(ro["lengths"].max())
     th = cfg.network.check(theta)
     th = np.broadcast_to(th, (ro["lengths"].size, th.shape[1]))
-    grads = loss_gradients(
-        cfg.network,
-        th,
-        ro["obs"][:, : big_l + 1],
-        ro["actions"][:, :big_l],
-        ro["rewards"][:, :big_l],
-        ro["lengths"],
-        ro["bootstrap"],
-        gamma=cfg.gamma,
-        lam=cfg.lam,
-        beta=cfg.beta,
-    )
-    return grads, ro["score"]
+    keys = ("obs", "actions", "rewards", "lengths", "bootstrap")
+    return episode_loss(cfg, th, *(ro[k] for k in keys)), ro["score"]
+
+
+def episode_loss(cfg: GymPgcConfig, theta: np.ndarray, obs: np.ndarray, *ep: np.ndarray) -> Any:
+    """:func:`loss_gradients` at ``cfg``'s constants, ``ep`` (actions, rewards, lengths,
+    bootstrap) cut to the longest episode."""
+    actions, rewards, lengths, boot = ep
+    big_l = int(lengths.max())
+    cut = (obs[:, : big_l + 1], actions[:, :big_l], rewards[:, :big_l])
+    return loss_gradients(cfg.network, theta, *cut, lengths, boot, gamma=cfg.gamma,
+                          lam=cfg.lam, beta=cfg.beta)  # fmt: skip
 
 
 def simulator_for(cfg: GymPgcConfig) -> Any:
     """``simulator(theta (B, d), values (B,), rng, alpha) -> (grads, scores)`` for ``cfg``'s
-    public MDP (the interface of :func:`ldp_audit.attacks.dynamics.simulate_shadow`)."""
+    public MDP (the interface of :func:`ldp_audit.attacks.dynamics_shadow.simulate_shadow`)."""
     return partial(episode_gradients, cfg)

@@ -5,7 +5,7 @@ Gymnasium; the parts live in :mod:`ldp_audit.training.pgc_a3c_gym`. Its runs are
 trained with ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=V1,V2,...``
 (docs/gymnasium.md)
 and attacked with ``ldp-audit attack dynamics --run-dir RUN``
-(:func:`ldp_audit.attacks.dynamics.private_param_dynamics`).
+(:func:`ldp_audit.attacks.dynamics_run_dir.private_param_dynamics`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ GYM_PGC = SystemSpec(
     schema=PGC_SCHEMA,  # the PGC-A3C layout (d = hidden (obs + actions + 1))
     targets="ldp_audit.training.pgc_a3c_gym.trainer:_system_targets",
     charges="ldp_audit.training.systems:pgc_charges",  # one charge of <trial>/<agent> a report
-    attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
+    attacks={"dynamics": "ldp_audit.attacks.dynamics_run_dir:private_param_dynamics"},
     report_sections="ldp_audit.training.pgc_a3c.report:gym_report",  # PGC-A3C statement rows
     reproduce=None,
     cli="ldp_audit.training.pgc_a3c_gym.trainer:_system_cli",

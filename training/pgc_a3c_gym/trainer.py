@@ -26,13 +26,13 @@ Acting: one uniform u per agent-step; explore iff u < alpha (then the action is
 ``acting="sample"``, the inverse CDF of pi at ``(u - alpha) / (1 - alpha)``; alpha =
 max(0, alpha_start - n / alpha_decay) with n the trial's submissions so far.
 
-Privacy: every report goes through :func:`ldp_audit.training.pgc_a3c.privatize_reports`, i.e.
-:func:`ldp_audit.release.release_many`: the agent's ledger entry is charged durably, then the
-report is randomised (Laplace, Alg. 2; PRS, Alg. 3; the non-private baseline is L1-clipped to
-C/2 = 5), then sealed; the aggregator (eq. 22, :class:`~ldp_audit.training.pgc_a3c.Aggregator`)
-accepts sealed reports only. The run directory (``algorithm: "pgc-a3c-gym"``) records the env
-id, the parameter and its candidates in ``config.json`` (``private_parameter``), the transcript
-in the PGC-A3C layout, and the secret value per report in ``secrets.npz`` (``value``).
+Privacy: every report goes through :func:`ldp_audit.training.pgc_a3c.privacy.privatize_reports`,
+i.e. :func:`ldp_audit.release.release_many`: the agent's ledger entry is charged durably, then the
+report is randomised (Laplace, Alg. 2; PRS, Alg. 3; the non-private baseline is L1-clipped to C/2 =
+5), then sealed; the aggregator (eq. 22, :class:`~ldp_audit.training.pgc_a3c.aggregator.Aggregator`)
+accepts sealed reports only. The run directory (``algorithm: "pgc-a3c-gym"``) records the env id,
+the parameter and its candidates in ``config.json`` (``private_parameter``), the transcript in the
+PGC-A3C layout, and the secret value per report in ``secrets.npz`` (``value``).
 
 Randomness: ``seed`` -> ``SeedSequence(seed, spawn_key=(0, k))`` per trial k (initial theta,
 acting uniforms, values and reset seeds) and ``spawn_key=(1,)`` for the mechanism noise.
