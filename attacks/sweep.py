@@ -313,6 +313,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Run the sweep from parsed arguments; print one line per cell; 1 if any violation."""
     from ldp_audit.backends import check_backend
     from ldp_audit.rundir import check_report_dir
+    from ldp_audit.rundir.paths import report_written
 
     check_backend(args.backend, args.address, args.workers)  # usage errors before any work
     if args.out is None:
@@ -336,8 +337,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         workers=args.workers,
     )
     doc["settings"]["command"] = " ".join(sys.argv)
-    (out_dir / "sweep.json").write_text(json.dumps(doc, indent=1))
-    plot(doc, out_dir / "sweep.png")
+    with report_written(out_dir):  # an interruption leaves no half report
+        (out_dir / "sweep.json").write_text(json.dumps(doc, indent=1))
+        plot(doc, out_dir / "sweep.png")
     for r in doc["results"]:
         eps = r["epsilon"]
         print(

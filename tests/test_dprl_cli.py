@@ -192,3 +192,36 @@ def test_reproduce_refuses_existing_report_before_work(tmp_path, capsys) -> None
     (out / "README.md").write_text("earlier report")
     assert main(["reproduce", "dprl", "--seeds", "1", "--out", str(out)]) == 2
     assert (out / "README.md").read_text() == "earlier report"
+
+
+def test_reproduce_interrupted_while_writing_its_report_resumes_from_its_cache(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """`reproduce dprl --cache C --out R` stopped by Ctrl-C / SIGTERM once its first figure was
+    written left R holding that figure alone: the same command then refused R ("already exists
+    and is not empty", --overwrite needed) instead of resuming from its cache (found by
+    SIGTERM once R's first file appeared). Now the interrupted write removes what it wrote."""
+    from matplotlib.figure import Figure
+
+    out, cache = tmp_path / "rep", tmp_path / "cache"
+    argv = ["reproduce", "dprl", "--seeds", "1", "--episodes", "5", "--total-steps", "300",
+            "--noise-multiplier", "0", "--obs-noise", "0", "--audit-canaries", "0",
+            "--eval-episodes", "0", "--cache", str(cache), "--out", str(out),
+            "--no-progress"]  # fmt: skip
+    real, saved = Figure.savefig, []
+
+    def interrupted(self, *a, **k):
+        saved.append(1)
+        if len(saved) == 2:  # one figure written
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Figure, "savefig", interrupted)
+    assert main(argv) == 130
+    monkeypatch.undo()
+    assert len(saved) == 2 and not any(out.iterdir())
+    cached = sorted(cache.iterdir())
+    assert cached  # the finished runs
+    capsys.readouterr()
+    assert main(argv) == 0  # the same command: no --overwrite
+    assert (out / "results.json").is_file() and sorted(cache.iterdir()) == cached

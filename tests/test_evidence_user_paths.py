@@ -87,6 +87,30 @@ def test_a_sweep_never_writes_into_a_run(tmp_path, capsys) -> None:
     assert verify_run(path).ok
 
 
+def test_a_sweep_interrupted_while_writing_leaves_no_half_report(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """`attack sweep --out D` stopped (SIGTERM) once D/sweep.json appeared left it without
+    sweep.png, and the same command then refused D ("already holds a report (sweep.json)").
+    Now the interrupted write removes what it wrote: the rerun needs no --overwrite."""
+    import ldp_audit.attacks.sweep as S
+
+    out = tmp_path / "sw"
+    argv = ["attack", "sweep", "--agents", "5", "--shadow", "20", "--train-submissions", "20",
+            "--thetas", "init", "--out", str(out), "--quiet"]  # fmt: skip
+
+    def interrupted(doc, path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(S, "plot", interrupted)
+    assert main(argv) == 130
+    monkeypatch.undo()
+    assert not any(out.iterdir())
+    capsys.readouterr()
+    assert main(argv) in (0, 1)
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.json", "sweep.png"]
+
+
 def test_a_config_json_cannot_hold_is_refused_before_the_folder_is_made(tmp_path) -> None:
     """The one that left an empty run directory behind (and a raw TypeError)."""
     with pytest.raises(InvalidParameterError, match="must hold JSON values"):

@@ -61,6 +61,7 @@ from ldp_audit.rundir.paths import (
     check_parent_writable,
     check_report_dir,
     is_run_dir,
+    report_written,
     timestamped_dir,
 )
 from ldp_audit.rundir.seal import seal_document
@@ -297,7 +298,7 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         run = functools.partial(fn, settings, **kw, **where)
     check_not_inside_run(out, "--out")  # before the experiment
     check_report_dir(out, overwrite=args.overwrite)  # a new folder's parent probed
-    with _running(args):
+    with _running(args), report_written(Path(out)):  # an interruption leaves no half report
         doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")
     return 0

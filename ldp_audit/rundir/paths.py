@@ -9,8 +9,10 @@ here too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ __all__ = [
     "check_new_file",
     "check_report_dir",
     "is_run_dir",
+    "report_written",
     "timestamped_dir",
 ]
 
@@ -157,6 +160,29 @@ def check_report_dir(
             raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
         return p
     return check_new_dir(p, name=name, can_resume=False)
+
+
+@contextlib.contextmanager
+def report_written(folder: Path) -> Iterator[None]:
+    """A report folder written by the block: on an exception (Ctrl-C, SIGTERM, a full disk) the
+    files it wrote or rewrote are removed, and the folders it made once empty, so that no half
+    report is left (a new folder's rerun needs no --overwrite; hand-written files are kept)."""
+
+    def files() -> dict[Path, int]:
+        return {f: f.stat().st_mtime_ns for f in folder.rglob("*") if f.is_file()}
+
+    before, dirs = files(), {d for d in folder.rglob("*") if d.is_dir()} | {folder}
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            for f, t in files().items():
+                if before.get(f) != t:
+                    f.unlink()
+            for d in sorted(set(folder.rglob("*")) - dirs, reverse=True):
+                if d.is_dir() and not any(d.iterdir()):
+                    d.rmdir()
+        raise
 
 
 def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
