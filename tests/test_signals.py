@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ldp_audit.cli._signals import SignalWatchdog
+from ldp_audit.cli.signals import SignalWatchdog
 from tests.waiting import wait_for_charges
 
 LIMIT_S = 2.0
@@ -75,7 +75,7 @@ def test_grace_is_validated() -> None:
 _SWALLOW = textwrap.dedent(
     """
     import signal, sys, time
-    from ldp_audit.cli._signals import SignalWatchdog
+    from ldp_audit.cli.signals import SignalWatchdog
     dog = SignalWatchdog(grace=1.0)
     assert dog.install()
     signal.signal(signal.SIGTERM, lambda s, f: None)   # a library that swallows the signal

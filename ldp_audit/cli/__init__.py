@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
 
     Args:
         argv: the arguments (default: ``sys.argv[1:]``).
-        watchdog: arm the signal watchdog (:mod:`ldp_audit.cli._signals`: SIGINT / SIGTERM end
+        watchdog: arm the signal watchdog (:mod:`ldp_audit.cli.signals`: SIGINT / SIGTERM end
             the process within about 1 s even inside compiled code or a pool's shutdown).
             Default: only when ``argv`` is None, i.e. as the console script, never when a
             program or a test calls ``main([...])`` in its own process.
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     import signal
     import threading
 
-    from ldp_audit.cli._signals import SignalWatchdog
+    from ldp_audit.cli.signals import SignalWatchdog
 
     old: dict[int, Any] = {}  # signal -> the handler it had
     dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
