@@ -35,7 +35,8 @@ between),
   ``once`` is for commands that create a run directory, which by design refuses to be
   overwritten.
 - ``id="NAME"`` / ``after="NAME"``: this block runs in a copy of the folder the block NAME left
-  behind (NAME is run first, in this session, if it has not run yet).
+  behind (NAME is run first if it has not run yet: once per test session, across pytest-xdist
+  workers; a ``once`` block with an id that already ran as a dependency is not run again).
 - ``continue``: this python block continues the previous executable block of the page (they
   run as one script; the first block's markers apply).
 - ``requires="mod1,mod2"``: skipped at run time, naming the module, where an optional
@@ -265,7 +266,6 @@ def environment(bindir: Path) -> dict[str, str]:
 
 ITEMS = items()
 IDS = {b.marker["id"]: b for b in all_blocks() if b.marker.get("id")}
-_DONE: dict[str, Path] = {}  # id -> the folder its block left behind in this session
 
 
 def test_every_block_runs_or_says_why_not() -> None:
@@ -375,17 +375,12 @@ def _run_once(item: Item, work: Path, tmp: Path) -> subprocess.CompletedProcess:
     )
 
 
-def _execute(item: Item, tmp: Path, twice: bool) -> Path:
+def _execute(item: Item, tmp: Path, twice: bool, shared: Path) -> Path:
     """Run ``item`` (after the block it depends on) in ``tmp/work``; return that folder."""
     work = tmp / "work"
     after = item.marker.get("after")
     if after:
-        if after not in _DONE:
-            dep = next(it for it in ITEMS if it.first.where == IDS[after].where)
-            dep_tmp = tmp / f"dep-{after}"
-            dep_tmp.mkdir()
-            _execute(dep, dep_tmp, twice=False)
-        shutil.copytree(_DONE[after], work, symlinks=True)
+        shutil.copytree(_chain_done(after, tmp, shared), work, symlinks=True)
     else:
         work.mkdir()
     for attempt in (1, 2) if twice else (1,):
@@ -394,16 +389,38 @@ def _execute(item: Item, tmp: Path, twice: bool) -> Path:
             f"{item.first.where} ({item.first.lang}, run {attempt}) exited {res.returncode}\n"
             f"--- stdout (tail)\n{res.stdout[-3000:]}\n--- stderr (tail)\n{res.stderr[-5000:]}"
         )
-    if item.marker.get("id"):
-        _DONE[item.marker["id"]] = work
     return work
 
 
+def _chain_done(name: str, tmp: Path, shared: Path) -> Path:
+    """The folder the block with ``id=name`` left behind, run at most once per test session:
+    ``shared`` is the temporary folder every pytest-xdist worker of the session sees, and a
+    worker that needs the block while another runs it waits for it (a file lock) instead of
+    running it again (``after="readme-run"`` cost the README block's 35-46 s twice)."""
+    from filelock import FileLock
+
+    record = shared / f"doc-block-{name}.done"
+    with FileLock(str(shared / f"doc-block-{name}.lock")):
+        if not record.exists():
+            dep = next(it for it in ITEMS if it.first.where == IDS[name].where)
+            dep_tmp = tmp / f"dep-{name}"
+            dep_tmp.mkdir()
+            record.write_text(str(_execute(dep, dep_tmp, twice=False, shared=shared)))
+        return Path(record.read_text())
+
+
 @pytest.mark.parametrize("item", _params())
-def test_documented_block_runs(item: Item, tmp_path: Path) -> None:
+def test_documented_block_runs(item: Item, tmp_path: Path, tmp_path_factory) -> None:
     """The block exits 0 (python) or with each command's documented status (shell), twice in
     the same folder unless marked ``once``."""
     for mod in filter(None, (item.marker.get("requires") or "").split(",")):
         if importlib.util.find_spec(mod.strip()) is None:
             pytest.skip(f"{item.first.where} needs {mod.strip()} (an optional extra)")
-    _execute(item, tmp_path, twice="once" not in item.marker)
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # popen-gwN: the session's folder is its parent
+        shared = shared.parent
+    name = item.marker.get("id")
+    if name and "once" in item.marker:  # run here, or already (and checked) as a dependency
+        assert _chain_done(name, tmp_path, shared).is_dir()
+    else:
+        _execute(item, tmp_path, twice="once" not in item.marker, shared=shared)

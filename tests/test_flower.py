@@ -274,8 +274,11 @@ def test_module_cli_usage_errors(tmp_path, capsys):
     assert "already exists and is not empty" in err and "--resume" not in err
 
 
-@pytest.mark.parametrize(("app", "args"), [("pgc_app", ["--gravities", "9.7,9.9"]),
-                                           ("digits", ["--clients", "2"])])  # fmt: skip
+@pytest.mark.parametrize(("app", "args"), [
+    ("pgc_app", ["--gravities", "9.7,9.9"]),
+    # the same run_command / run_app_project path as pgc_app's: 11 s, so under `slow`
+    pytest.param("digits", ["--clients", "2"], marks=pytest.mark.slow),
+])  # fmt: skip
 def test_sigterm_stops_the_superlink_it_started(tmp_path, app, args):
     """SIGTERM to `python -m ldp_audit.training.flower.pgc_app` (or `.digits`) killed it by the
     signal (status -15, no line) and left the flower-superlink it had started (in its own
