@@ -88,11 +88,17 @@ def figures(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) -> dict
             ax_c.errorbar(xs, ys, yerr=[np.subtract(ys, lo), np.subtract(hi, ys)], marker="o",
                           capsize=3)  # fmt: skip
             for x, y, k in zip(xs, ys, miss, strict=True):
-                if k:
-                    ax_c.annotate(f"{k}/{s.seeds} unsolved", (x, y), fontsize=7)
+                if k:  # centred above its marker: on the symlog axis no two labels overlap
+                    ax_c.annotate(f"{k}/{s.seeds}", (x, y), xytext=(0, 5), ha="center",
+                                  textcoords="offset points", fontsize=7)  # fmt: skip
+            if any(xs):  # sigma 0 and sigma 0.01-0.1 were crowded on a linear axis
+                ax_c.set_xscale("symlog", linthresh=min(x for x in xs if x > 0))
+                ax_c.set_xticks(xs, [f"{x:g}" for x in xs])
+            ax_c.margins(y=0.12)  # room for the labels above the top markers
             ax_c.set_title(f"{algo.upper()}: convergence ({'DP-SGD' if dp else 'obs.'})")
             ax_c.set(
-                xlabel="noise multiplier sigma", ylabel="episodes to solve (unsolved = run length)"
+                xlabel="noise multiplier sigma (k/n: seeds of n unsolved)",
+                ylabel="episodes to solve (unsolved = run length)",
             )
         for name, f in ((fr, fig), (fc, fig_c)):
             f.tight_layout()
