@@ -204,13 +204,6 @@ class FusedEngine(Engine):
             self.noise_len[ci] = n + f
             self.noise_ptr[ci] = 0
 
-    def _refill_resets(self) -> None:
-        r_len = self.reset_block.shape[1]
-        self._refill_resets_of(
-            np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
-        )
-        self._lap("reset_draws")
-
     def _refill_act_block(self) -> None:
         super()._refill_act_block()
         self._lap("acting_uniforms")
@@ -234,12 +227,6 @@ class FusedEngine(Engine):
         self.snap_n[0] = 0
 
     _ROW_FIELDS = (*Engine._ROW_FIELDS, "row_tt", "row_wd", "f_steps")
-
-    def _compact_fused(self) -> None:
-        keep = np.flatnonzero(self.active[self.row_trial])
-        self._keep_rows(keep)
-        self.f_state = np.ascontiguousarray(self.f_state[:, keep])
-        self._count_rows()
 
     # ---------------------------------------------------------------- main loop
     def run(self, progress: Any = None) -> None:
@@ -296,7 +283,11 @@ class FusedEngine(Engine):
                 self.f_block_pos[0] = 0
             self._charge_ahead()  # 1. charge the agents that may start in the block
             self._draw_ahead()  # 2. then draw the randomness that will be applied
-            self._refill_resets()
+            r_len = self.reset_block.shape[1]
+            self._refill_resets_of(
+                np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
+            )
+            lap("reset_draws")
             n0 = int(self.n_sub.sum())
             lap("other")
             status = fused_block(
@@ -341,7 +332,10 @@ class FusedEngine(Engine):
                 live = int(self.active[self.row_trial].sum())
                 if 4 * live < 3 * self.row_trial.size:
                     lap("other")
-                    self._compact_fused()
+                    keep = np.flatnonzero(self.active[self.row_trial])
+                    self._keep_rows(keep)
+                    self.f_state = np.ascontiguousarray(self.f_state[:, keep])
+                    self._count_rows()
                     lap("compaction")
         lap("other")
 
