@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.release import Charging
+from ldp_audit.release import Charging, reserve
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, equal_runs
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
@@ -167,8 +167,6 @@ class FusedEngine(Engine):
             if charges:
                 block = blocks.get(key)
                 if block is None:
-                    from ldp_audit.release import reserve
-
                     # released inside fused_block, which counts them itself (``paid``)
                     block = blocks[key] = reserve(self.accountants[key], itemised=False)
                 block.add(charges)  # durable, first, same rows in the same order
