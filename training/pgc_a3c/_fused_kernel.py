@@ -52,10 +52,10 @@ _INIT_SPAN = 0.05 - _INIT_LOW
 
 #: Status codes of :func:`fused_block` (why it returned).
 FUSED_STEPS = 0  # the asked number of steps ran, or the acting block is used up
-FUSED_NEED_CHARGE = 1  # a trial may start an agent that is not charged yet
-FUSED_NEED_NOISE = 2  # a config's pre-drawn mechanism randomness may not cover a step
-FUSED_NEED_RESETS = 3  # a trial's reset uniforms may not cover a step
-FUSED_NEED_OUTPUT = 4  # the transcript output arrays may not hold a step
+#: the caller must prepare more before the next step: a trial may start an agent that is not
+#: charged yet, or a config's pre-drawn mechanism randomness, a trial's reset uniforms or the
+#: transcript output arrays may not cover it
+FUSED_NEED = 1
 FUSED_TRIAL_ENDED = 5  # some trial ended at the last step (the caller drops its rows)
 FUSED_NONFINITE = 6  # a gradient was NaN/inf: nothing of that step was released
 FUSED_PRS_OVERFLOW = 7  # a PRS projection overflowed: nothing of that step was released
@@ -253,14 +253,14 @@ def fused_block(
             if need > agent_cap[g]:
                 need = agent_cap[g]
             if paid[g] < need:
-                return FUSED_NEED_CHARGE
+                return FUSED_NEED
             if reset_ptr[g] + rows_g[g] > r_len:
-                return FUSED_NEED_RESETS
+                return FUSED_NEED
         for c in range(n_cfg):
             if mech_kind[c] != 1 and noise_ptr[c] + rows_c[c] > noise_len[c]:
-                return FUSED_NEED_NOISE
+                return FUSED_NEED
         if out_n[0] + n_rows > out_int.shape[1] or snap_n[0] + n_trials > snap_theta.shape[0]:
-            return FUSED_NEED_OUTPUT
+            return FUSED_NEED
         # ---------------- acting and physics ----------------
         pos = block_pos[0]
         block_pos[0] = pos + 1

@@ -24,14 +24,6 @@ import math
 import numba as nb
 import numpy as np
 
-__all__ = [
-    "act_and_record",
-    "aggregate",
-    "ended_episodes",
-    "episode_gradients_kernel",
-    "record_scores",
-]
-
 _H, _O = 16, 4
 _P0, _P1, _V = 64, 80, 96
 

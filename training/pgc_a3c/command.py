@@ -31,6 +31,8 @@ _GYM = ("private_param", "env_module", "agents", "hidden", "episode_steps")
 #: largest total movement of theta a run may allow (measured: 1e142 for --mechanism none gave
 #: NaN gradients after 20 submissions; 1e100 trained for 20 and 300 submissions)
 MAX_THETA_MOVE = 1e100
+#: PgcA3cConfig's field defaults
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PgcA3cConfig)}
 
 
 def _cap(name: str, top: int, why: str = "", low: int = 1) -> Any:
@@ -51,12 +53,11 @@ def _group(p: argparse.ArgumentParser, fields: tuple[str, ...], title: str) -> l
 def plain_dests(p: argparse.ArgumentParser, names: list[str]) -> None:
     """The options generated for ``names`` write ``args.<field>`` with the config's default
     (a report's ``reproduce_command`` is parsed back, tests/test_reproduce.py)."""
-    defaults = {f.name: f.default for f in dataclasses.fields(PgcA3cConfig)}
     for action in p._actions:
         name = action.dest.removeprefix("cfg__")
         if action.dest.startswith("cfg__") and name in names:
             action.dest = name
-            action.default = None if action.required else defaults[name]
+            action.default = None if action.required else _DEFAULTS[name]
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -117,9 +118,8 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
     cartpole = env is None or (env == "CartPole-v1" and pp is not None and pp[0] == "gravity"
                                and args.env_module is None)  # fmt: skip
     # options of the CartPole engine only (refused with another --env): given, or not default
-    defaults = {f.name: f.default for f in dataclasses.fields(PgcA3cConfig)}
     engine_only = [k for k in ENGINE if k in given]
-    engine_only += [k for k in READINGS if k != "acting" and getattr(args, k) != defaults[k]]
+    engine_only += [k for k in READINGS if k != "acting" and getattr(args, k) != _DEFAULTS[k]]
     if env is None:
         extra = [f"--{k.replace('_', '-')}" for k in _GYM if getattr(args, k) is not None]
         if extra:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.release import Charging
+from ldp_audit.release import Charging, reserve
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, equal_runs
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
@@ -167,8 +167,6 @@ class FusedEngine(Engine):
             if charges:
                 block = blocks.get(key)
                 if block is None:
-                    from ldp_audit.release import reserve
-
                     # released inside fused_block, which counts them itself (``paid``)
                     block = blocks[key] = reserve(self.accountants[key], itemised=False)
                 block.add(charges)  # durable, first, same rows in the same order
@@ -204,13 +202,6 @@ class FusedEngine(Engine):
             self.noise_len[ci] = n + f
             self.noise_ptr[ci] = 0
 
-    def _refill_resets(self) -> None:
-        r_len = self.reset_block.shape[1]
-        self._refill_resets_of(
-            np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
-        )
-        self._lap("reset_draws")
-
     def _refill_act_block(self) -> None:
         super()._refill_act_block()
         self._lap("acting_uniforms")
@@ -234,12 +225,6 @@ class FusedEngine(Engine):
         self.snap_n[0] = 0
 
     _ROW_FIELDS = (*Engine._ROW_FIELDS, "row_tt", "row_wd", "f_steps")
-
-    def _compact_fused(self) -> None:
-        keep = np.flatnonzero(self.active[self.row_trial])
-        self._keep_rows(keep)
-        self.f_state = np.ascontiguousarray(self.f_state[:, keep])
-        self._count_rows()
 
     # ---------------------------------------------------------------- main loop
     def run(self, progress: Any = None) -> None:
@@ -296,7 +281,11 @@ class FusedEngine(Engine):
                 self.f_block_pos[0] = 0
             self._charge_ahead()  # 1. charge the agents that may start in the block
             self._draw_ahead()  # 2. then draw the randomness that will be applied
-            self._refill_resets()
+            r_len = self.reset_block.shape[1]
+            self._refill_resets_of(
+                np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
+            )
+            lap("reset_draws")
             n0 = int(self.n_sub.sum())
             lap("other")
             status = fused_block(
@@ -341,7 +330,10 @@ class FusedEngine(Engine):
                 live = int(self.active[self.row_trial].sum())
                 if 4 * live < 3 * self.row_trial.size:
                     lap("other")
-                    self._compact_fused()
+                    keep = np.flatnonzero(self.active[self.row_trial])
+                    self._keep_rows(keep)
+                    self.f_state = np.ascontiguousarray(self.f_state[:, keep])
+                    self._count_rows()
                     lap("compaction")
         lap("other")
 

@@ -129,9 +129,7 @@ def train_grid(
         for d, c, s in zip(dirs, configs, seeds, strict=True)
     ]
     accountants = []
-    durable = any(d is not None for d in dirs) or (
-        ledgers is not None and any(x is not None for x in ledgers)
-    )
+    durable = any(x is not None for x in [*dirs, *(ledgers or ())])  # a ledger someone reads
     if not durable and n > 1 and all(c.budget is None for c in configs):
         # nobody will read these ledgers: one in-memory ledger, one transaction per step
         accountants = [make_accountant(None, None)] * n

@@ -185,9 +185,7 @@ def figure3(results: dict[str, Any], path: Path) -> None:
     fig = Figure(figsize=(5.0 * len(mechs), 3.8), layout="constrained")
     axes = fig.subplots(1, len(mechs), squeeze=False)[0]
     for ax, m, tag in zip(axes, mechs, "ab", strict=False):
-        entries = sorted(
-            (e for e in settings.values() if e["mechanism"] == m), key=lambda e: _eps_of(e)
-        )
+        entries = sorted((e for e in settings.values() if e["mechanism"] == m), key=_eps_of)
         for e in entries:
             fst = np.array([metrics.fst_from_json(v) for v in e["fst"]], dtype=float)
             xs = np.r_[0.0, np.sort(fst[fst <= horizon]), horizon]
