@@ -284,7 +284,7 @@ _HALF_WRITTEN = r"""
 import os, sys
 from ldp_audit.accountant import Ledger
 led = Ledger(sys.argv[1])
-led._conn.execute("PRAGMA cache_size = 2")  # spill pages into the main file before the commit
+led.store.connection.execute("PRAGMA cache_size = 2")  # spill pages into the main file early
 with led.transaction():
     led.charge_rows([(f"new/{i}", '{"epsilon":0.5,"type":"pure"}', "local") for i in range(3000)]
                     + [("a0", '{"epsilon":0.01,"type":"pure"}', "local")])

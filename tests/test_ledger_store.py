@@ -226,7 +226,7 @@ def test_the_write_cache_works_over_any_store_and_is_dropped_on_a_foreign_change
     store = DictStore()
     acc = Accountant(Ledger.over(store), budget=Budget(epsilon=1.0))
     acc.charge_many([("a", PureDpEvent(0.25)), ("b", PureDpEvent(0.25))])
-    assert acc.ledger._wc is not None and set(acc.ledger._wc) == {"a", "b"}
+    assert acc.ledger._writer.cache is not None and set(acc.ledger._writer.cache) == {"a", "b"}
     acc.charge("a", PureDpEvent(0.25))
     # someone lowers a's event count, checksum recomputed (no key needed for a CRC)
     ev = event_to_json(PureDpEvent(0.25))
@@ -329,4 +329,4 @@ def test_tally_ledger_is_a_ledger_over_a_tally_store_overriding_nothing():
 def test_sqlite_ledger_exposes_its_store():
     with Ledger(":memory:") as led:
         assert isinstance(led.store, SqliteStore) and led.store.keeps_rows
-        assert led._conn is led.store.connection
+        assert led.store.connection.execute("SELECT 1").fetchone() == (1,)
