@@ -27,6 +27,7 @@ from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger, PureD
 from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.accountant.ledger_migrate import migrate_v1
 from ldp_audit.errors import BudgetExceeded, LedgerError
+from tests.ledger_checksums import agent_chk, state_chk
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 2.0
@@ -249,11 +250,11 @@ def test_consistent_state_edit_is_caught_by_the_chained_row(built, tmp_path):
     ev = con.execute("SELECT event FROM ldp_audit_state WHERE agent='a0'").fetchone()[0]
     con.execute(
         "UPDATE ldp_audit_state SET n = 1, chk = ? WHERE agent = 'a0'",
-        (LF._state_chk("a0", "local", ev, 1),),
+        (state_chk("a0", "local", ev, 1),),
     )
     con.execute(
         "UPDATE ldp_audit_agents SET n = 1, chk = ? WHERE agent = 'a0'",
-        (LF._agent_chk("a0", 1, last),),
+        (agent_chk("a0", 1, last),),
     )
     con.commit()
     con.close()

@@ -39,6 +39,7 @@ from ldp_audit.accountant.ledger_store import (
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
+from tests.ledger_checksums import agent_chk, state_chk
 
 
 class DictStore(RowStore):
@@ -231,7 +232,7 @@ def test_the_write_cache_works_over_any_store_and_is_dropped_on_a_foreign_change
     # someone lowers a's event count, checksum recomputed (no key needed for a CRC)
     ev = event_to_json(PureDpEvent(0.25))
     store.tamper(
-        "counts", ("a", "local", ev), ("a", "local", ev, 1, LF._state_chk("a", "local", ev, 1))
+        "counts", ("a", "local", ev), ("a", "local", ev, 1, state_chk("a", "local", ev, 1))
     )
     with pytest.raises(LF.LedgerIntegrityError, match="'a'"):
         acc.charge("a", PureDpEvent(0.25))  # the cache is not trusted: read, and refused
@@ -249,9 +250,9 @@ def test_a_state_edit_apart_from_its_chain_is_refused_by_the_mac():
     ev = event_to_json(PureDpEvent(0.5))
     n, last, _, mac = 1, 1, None, store._data["agents"]["a"][4]
     store.tamper(
-        "counts", ("a", "local", ev), ("a", "local", ev, 1, LF._state_chk("a", "local", ev, 1))
+        "counts", ("a", "local", ev), ("a", "local", ev, 1, state_chk("a", "local", ev, 1))
     )
-    store.tamper("agents", "a", ("a", n, last, LF._agent_chk("a", n, last), mac))
+    store.tamper("agents", "a", ("a", n, last, agent_chk("a", n, last), mac))
     fresh = Ledger.over(store, verify=False)  # no cache: the first read checks the MAC
     with pytest.raises(LF.LedgerIntegrityError, match="MAC"):
         fresh.states(["a"])
