@@ -27,6 +27,7 @@ from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger, PureD
 from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.accountant.ledger_migrate import migrate_v1
 from ldp_audit.errors import BudgetExceeded, LedgerError
+from tests.ledger_checksums import agent_chk, state_chk
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 2.0
@@ -249,11 +250,11 @@ def test_consistent_state_edit_is_caught_by_the_chained_row(built, tmp_path):
     ev = con.execute("SELECT event FROM ldp_audit_state WHERE agent='a0'").fetchone()[0]
     con.execute(
         "UPDATE ldp_audit_state SET n = 1, chk = ? WHERE agent = 'a0'",
-        (LF._state_chk("a0", "local", ev, 1),),
+        (state_chk("a0", "local", ev, 1),),
     )
     con.execute(
         "UPDATE ldp_audit_agents SET n = 1, chk = ? WHERE agent = 'a0'",
-        (LF._agent_chk("a0", 1, last),),
+        (agent_chk("a0", 1, last),),
     )
     con.commit()
     con.close()
@@ -284,7 +285,7 @@ _HALF_WRITTEN = r"""
 import os, sys
 from ldp_audit.accountant import Ledger
 led = Ledger(sys.argv[1])
-led._conn.execute("PRAGMA cache_size = 2")  # spill pages into the main file before the commit
+led.store.connection.execute("PRAGMA cache_size = 2")  # spill pages into the main file early
 with led.transaction():
     led.charge_rows([(f"new/{i}", '{"epsilon":0.5,"type":"pure"}', "local") for i in range(3000)]
                     + [("a0", '{"epsilon":0.01,"type":"pure"}', "local")])

@@ -39,6 +39,7 @@ from ldp_audit.accountant.ledger_store import (
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
+from tests.ledger_checksums import agent_chk, state_chk
 
 
 class DictStore(RowStore):
@@ -226,12 +227,12 @@ def test_the_write_cache_works_over_any_store_and_is_dropped_on_a_foreign_change
     store = DictStore()
     acc = Accountant(Ledger.over(store), budget=Budget(epsilon=1.0))
     acc.charge_many([("a", PureDpEvent(0.25)), ("b", PureDpEvent(0.25))])
-    assert acc.ledger._wc is not None and set(acc.ledger._wc) == {"a", "b"}
+    assert acc.ledger._writer.cache is not None and set(acc.ledger._writer.cache) == {"a", "b"}
     acc.charge("a", PureDpEvent(0.25))
     # someone lowers a's event count, checksum recomputed (no key needed for a CRC)
     ev = event_to_json(PureDpEvent(0.25))
     store.tamper(
-        "counts", ("a", "local", ev), ("a", "local", ev, 1, LF._state_chk("a", "local", ev, 1))
+        "counts", ("a", "local", ev), ("a", "local", ev, 1, state_chk("a", "local", ev, 1))
     )
     with pytest.raises(LF.LedgerIntegrityError, match="'a'"):
         acc.charge("a", PureDpEvent(0.25))  # the cache is not trusted: read, and refused
@@ -249,9 +250,9 @@ def test_a_state_edit_apart_from_its_chain_is_refused_by_the_mac():
     ev = event_to_json(PureDpEvent(0.5))
     n, last, _, mac = 1, 1, None, store._data["agents"]["a"][4]
     store.tamper(
-        "counts", ("a", "local", ev), ("a", "local", ev, 1, LF._state_chk("a", "local", ev, 1))
+        "counts", ("a", "local", ev), ("a", "local", ev, 1, state_chk("a", "local", ev, 1))
     )
-    store.tamper("agents", "a", ("a", n, last, LF._agent_chk("a", n, last), mac))
+    store.tamper("agents", "a", ("a", n, last, agent_chk("a", n, last), mac))
     fresh = Ledger.over(store, verify=False)  # no cache: the first read checks the MAC
     with pytest.raises(LF.LedgerIntegrityError, match="MAC"):
         fresh.states(["a"])
@@ -329,4 +330,4 @@ def test_tally_ledger_is_a_ledger_over_a_tally_store_overriding_nothing():
 def test_sqlite_ledger_exposes_its_store():
     with Ledger(":memory:") as led:
         assert isinstance(led.store, SqliteStore) and led.store.keeps_rows
-        assert led._conn is led.store.connection
+        assert led.store.connection.execute("SELECT 1").fetchone() == (1,)

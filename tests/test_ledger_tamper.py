@@ -30,6 +30,7 @@ from ldp_audit.accountant.ledger_migrate import migrate_v1
 from ldp_audit.cli import main
 from ldp_audit.errors import LedgerError
 from ldp_audit.rundir import RunWriter, verify_run
+from tests.ledger_checksums import agent_chk, state_chk
 
 EPS = 5.0
 
@@ -88,12 +89,12 @@ def _rewrite(path: Path, transform) -> None:
             last = i
             con.execute(
                 "INSERT OR REPLACE INTO ldp_audit_agents VALUES (?, ?, ?, ?, ?)",
-                (agent, n, last, LF._agent_chk(agent, n, last), old_macs.get(agent, b"\0" * 32)),
+                (agent, n, last, agent_chk(agent, n, last), old_macs.get(agent, b"\0" * 32)),
             )
         for (agent, scope, event), n in counts.items():
             con.execute(
                 "INSERT INTO ldp_audit_state VALUES (?, ?, ?, ?, ?)",
-                (agent, scope, event, n, LF._state_chk(agent, scope, event, n)),
+                (agent, scope, event, n, state_chk(agent, scope, event, n)),
             )
         con.execute("UPDATE ldp_audit_head SET rows = ?, hash = ? WHERE k = 1", (len(rows), prev))
         con.commit()
@@ -131,7 +132,7 @@ def _state_only_edit(path: Path) -> None:
             else:
                 con.execute(
                     "UPDATE ldp_audit_state SET n = ?, chk = ? WHERE agent='a1' AND event=?",
-                    (n, LF._state_chk("a1", "local", ev, n), ev),
+                    (n, state_chk("a1", "local", ev, n), ev),
                 )
         con.commit()
     finally:

@@ -107,7 +107,7 @@ def test_random_batches_keep_disk_cache_and_model_equal(tmp_path):
             assert _disk_states(path) == _model_states(flat)
     want = _model_states(flat)
     assert _disk_states(path) == want
-    assert led._wc == want  # the writer's cache is exactly the committed state
+    assert led._writer.cache == want  # the writer's cache is exactly the committed state
     assert led.verify()["rows"] == len(flat)
     assert led.chain_head() == _reference_chain(led)
     led.close()
@@ -180,7 +180,7 @@ def test_edit_under_a_warm_writer_is_caught(tmp_path, via):
     acc = Accountant(path, budget=Budget(epsilon=1.0))
     for _ in range(3):
         acc.charge_many([("a0", PureDpEvent(0.25)), ("a1", PureDpEvent(0.25))])
-    assert acc.ledger._wc is not None and "a0" in acc.ledger._wc  # warm
+    assert acc.ledger._writer.cache is not None and "a0" in acc.ledger._writer.cache  # warm
     if via == "another connection":
         con = sqlite3.connect(path)
         _lower_a0(con, acc.ledger)
@@ -250,9 +250,9 @@ def test_reopened_ledger_reads_its_agents_once_then_keeps_them(tmp_path):
         acc.charge_many([(f"a{i}", PureDpEvent(0.5)) for i in range(5)])
     led = Ledger(path)
     acc = Accountant(led)
-    assert led._wc is None
+    assert led._writer.cache is None
     acc.charge_many([(f"a{i}", PureDpEvent(0.25)) for i in range(3)] + [("new", PureDpEvent(1.0))])
-    assert not led._writer.complete and set(led._wc) == {"a0", "a1", "a2", "new"}
+    assert not led._writer.complete and set(led._writer.cache) == {"a0", "a1", "a2", "new"}
     with pytest.raises(BudgetExceeded, match="a4"):  # not cached: read from the file
         acc.charge_many([("a0", PureDpEvent(0.25)), ("a4", PureDpEvent(0.75))])
     with pytest.raises(BudgetExceeded, match="a0"):  # cached
@@ -265,9 +265,9 @@ def test_cache_is_dropped_above_its_size_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(L, "WRITE_CACHE_AGENTS", 8)
     acc = Accountant(tmp_path / "l.sqlite", budget=Budget(epsilon=0.5))
     acc.charge_many([(f"a{i}", PureDpEvent(0.25)) for i in range(6)])
-    assert acc.ledger._wc is not None
+    assert acc.ledger._writer.cache is not None
     acc.charge_many([(f"b{i}", PureDpEvent(0.25)) for i in range(6)])
-    assert acc.ledger._wc is None
+    assert acc.ledger._writer.cache is None
     acc.charge_many([(f"a{i}", PureDpEvent(0.25)) for i in range(6)])
     with pytest.raises(BudgetExceeded):
         acc.charge("a5", PureDpEvent(0.25))

@@ -79,7 +79,7 @@ from ldp_audit.errors import InvalidParameterError
 __all__ = ["Ledger", "TallyLedger"]
 
 
-#: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).
+#: Most agents whose state a writer keeps between its own commits (``ChainWriter.cache``).
 WRITE_CACHE_AGENTS = 262_144
 
 
@@ -150,14 +150,16 @@ class Ledger(LedgerQueries):
         An empty row store is initialised as a new ledger under this process's key (created
         when missing, like a new file); an existing one is checked exactly as a file is.
         """
-        if not isinstance(store, LedgerStore):
-            raise InvalidParameterError(f"store must be a LedgerStore, got {store!r}")
         _check_verify(verify)
         self = cls.__new__(cls)
         self._attach(store, verify, None)
         return self
 
     def _attach(self, store: LedgerStore, verify: bool | str, key: LedgerKey | None) -> None:
+        if not isinstance(store, (RowStore, CountStore)):
+            raise InvalidParameterError(
+                f"store must be a LedgerStore (a RowStore or a CountStore), got {store!r}"
+            )
         self._store = store
         self.path = store.path
         self.readonly = store.readonly
@@ -179,10 +181,6 @@ class Ledger(LedgerQueries):
                 f"a {type(self).__name__} keeps counts in memory only: nothing to authenticate"
             )
             return
-        if not isinstance(store, RowStore):
-            raise InvalidParameterError(
-                f"store must be a RowStore or a CountStore, got {type(store).__name__}"
-            )
         try:
             with store.errors("open"):
                 self._setup(store, verify, key)
@@ -206,11 +204,6 @@ class Ledger(LedgerQueries):
     def store(self) -> LedgerStore:
         """The store this ledger keeps its records in."""
         return self._store
-
-    @property
-    def _wc(self) -> dict[str, AgentState] | None:
-        """The writer's cache (:class:`~ldp_audit.accountant.ledger_write.ChainWriter`)."""
-        return None if self._writer is None else self._writer.cache
 
     # ---- setup -------------------------------------------------------------------------------
 

@@ -93,7 +93,7 @@ def states_from_records(
     out: dict[str, AgentState] = {}
     total = 0
     for agent, n, last_id, chk, _, row_agent, row_n, _ in agent_rows:
-        if chk != crc(f"{len(agent)}:{agent}|{n}|{last_id}".encode()):  # _agent_chk
+        if chk != crc(f"{len(agent)}:{agent}|{n}|{last_id}".encode()):  # the agent checksum
             raise integrity_error(path, f"the running state of agent {agent!r} fails its checksum")
         if row_agent != agent or row_n != n:
             raise integrity_error(
@@ -110,7 +110,7 @@ def states_from_records(
     seen = 0
     get = out.get
     for agent, scope, event, n, chk in state_rows:
-        # _state_chk, inlined
+        # the event-count checksum (ledger_format)
         if chk != crc(f"{len(agent)}:{agent}|{scope}|{len(event)}:{event}|{n}".encode()):
             raise integrity_error(path, f"a state row of agent {agent!r} fails its checksum")
         st = get(agent)
@@ -184,7 +184,7 @@ def seal_rows(
         # Every agent once (a lock-step, a fresh round): one pass makes all three kinds of
         # record. The row bytes are f"{id}|{len(agent)}:{agent}" + tail + f"{agent_n}" (exactly
         # ``row_bytes``), the state checksum f"{len(agent)}:{agent}" + mid + f"{count}"
-        # (``_state_chk``); tail and mid are shared by every row of an (event, scope).
+        # (ledger_format); tail and mid are shared by every row of an (event, scope).
         parts: dict[tuple[str, str], tuple[str, str]] = {}
         agent_rows = []
         state_rows = []
@@ -238,13 +238,13 @@ def seal_rows(
             append((i, agent, event, scope, t, run_id, n, prev))
             a[1], a[2] = i, prev
         state_rows = [
-            (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk
+            (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # event-count chk
             for (a, s, e), n in counts.items()
         ]
         agent_rows = []
         for a, (n, j, h, ev) in touched.items():
             mac = mac_of(agent_message(lid, a, n, j, h, ev))
-            agent_rows.append((a, n, j, crc(f"{len(a)}:{a}|{n}|{j}".encode()), mac))  # _agent_chk
+            agent_rows.append((a, n, j, crc(f"{len(a)}:{a}|{n}|{j}".encode()), mac))  # agent chk
     agent_rows.sort()
     state_rows.sort()
     return new_rows, agent_rows, state_rows, i, prev

@@ -11,7 +11,10 @@ from 1, ``agent_n`` is the agent's running number of charges, and
 ``hash = SHA-256(previous row's hash | row bytes)``, row 1 chaining from :func:`genesis_hash` of the
 ledger's random id. An agent record is ``(agent, n, last_id, chk, mac)`` and an event-count
 record ``(agent, scope, event, n, chk)``: ``chk`` a CRC-32 (accidents), ``mac`` an HMAC-SHA256
-under the ledger key of the agent's counts and the hash of the row ``last_id`` (a person).
+under the ledger key of the agent's counts and the hash of the row ``last_id`` (a person). The
+checksums are ``zlib.crc32`` of ``f"{len(agent)}:{agent}|{n}|{last_id}"`` (agent record) and of
+``f"{len(agent)}:{agent}|{scope}|{len(event)}:{event}|{n}"`` (event-count record), UTF-8, as
+:mod:`~ldp_audit.accountant.ledger_chain` computes and checks them.
 The head ``(rows, hash, meta_digest, mac)`` authenticates the row count, the last hash and the
 metadata's digest.
 """
@@ -21,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,14 +131,6 @@ def row_bytes(
 
 def row_hash(prev: bytes, data: bytes) -> bytes:
     return hashlib.sha256(prev + data).digest()
-
-
-def _state_chk(agent: str, scope: str, event: str, n: int) -> int:
-    return zlib.crc32(f"{len(agent)}:{agent}|{scope}|{len(event)}:{event}|{n}".encode())
-
-
-def _agent_chk(agent: str, n: int, last_id: int) -> int:
-    return zlib.crc32(f"{len(agent)}:{agent}|{n}|{last_id}".encode())
 
 
 def _events_bytes(events: dict[tuple[str, str], int]) -> bytes:

@@ -110,11 +110,6 @@ class LedgerQueries:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    @property
-    def _conn(self) -> Any:
-        """The SQLite store's connection (tests and benchmarks reach it; nothing else should)."""
-        return self._store.connection  # type: ignore[attr-defined]
-
     def __len__(self) -> int:
         """Number of charges (rows), as recorded by the chain head. Rows are never deleted."""
         store = self._store
