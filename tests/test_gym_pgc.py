@@ -231,7 +231,7 @@ if "TestEmptyObs-v0" not in gym.registry:
         ({"values": (1.0, "2")}, "candidate '2' is not a finite number"),
         (
             {"env_id": "CartPole-v1", "private_param": "length", "values": (0.5, 1e-300)},
-            "'length': env 'CartPole-v1' gives non-finite .* with value 1e-300",
+            "'length': env 'CartPole-v1' fails with value 1e-300: .*non-finite observation",
         ),
         (
             {"env_id": "CartPole-v1", "private_param": "polemass_length", "values": (0.1, 1)},
@@ -504,7 +504,7 @@ def test_a_param_env_without_set_param_is_refused_at_definition() -> None:
 
 class LateFailCartPole(gym.Wrapper):
     """CartPole whose 200th step (episodes of one env instance counted together) raises or
-    returns NaN: past the parameter probe's steps, well inside training."""
+    returns NaN or a reward of None: past the parameter probe's steps, well inside training."""
 
     def __init__(self, fail: str = "raise") -> None:
         super().__init__(gym.make("CartPole-v1").unwrapped)
@@ -515,10 +515,12 @@ class LateFailCartPole(gym.Wrapper):
         obs, r, term, trunc, info = self.env.step(action)
         if self.n >= 200 and self.fail == "raise":
             raise RuntimeError("the user's env broke")
+        if self.n >= 200 and self.fail == "none":
+            return obs, None, term, trunc, info
         return (obs * np.nan if self.n >= 200 else obs), r, term, trunc, info
 
 
-for _fail in ("raise", "nan"):
+for _fail in ("raise", "nan", "none"):
     if f"TestLateFail-{_fail}-v0" not in gym.registry:
         gym.register(f"TestLateFail-{_fail}-v0", entry_point=f"{__name__}:LateFailCartPole",
                      kwargs={"fail": _fail}, max_episode_steps=100)  # fmt: skip
@@ -527,11 +529,13 @@ for _fail in ("raise", "nan"):
 @pytest.mark.parametrize(
     ("fail", "match"),
     [("raise", r"env 'TestLateFail-raise-v0' raised RuntimeError in step: the user's env broke"),
-     ("nan", r"env 'TestLateFail-nan-v0' returned a non-finite observation or reward")],
+     ("nan", r"env 'TestLateFail-nan-v0' returned a non-finite observation or reward"),
+     ("none", r"env 'TestLateFail-none-v0' returned reward None in step \(NoneType, not a "
+      r"number\) \(row \d+, force_mag=")],
 )  # fmt: skip
 def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fail, match):
     """A user env raising mid-run was reported as "a bug in ldp-audit" (exit 3, traceback); one
-    returning NaN as "theta diverged"."""
+    returning NaN as "theta diverged"; a reward of None as "non-finite" (2026-12-06)."""
     run = tmp_path / "run"
     argv = ["train", "pgc-a3c", "--env", f"TestLateFail-{fail}-v0", "--private-param",
             "force_mag=5,20", "--mechanism", "none", "--max-submissions", "200", "--out",
@@ -822,5 +826,5 @@ def test_an_env_failing_with_its_own_value_is_not_blamed_on_a_candidate() -> Non
                        r"own length=0\.5 as well\).*expected 5, got 4"):  # fmt: skip
         check_private_param("TestOldApi-v0", "length", [0.25, 1.0])
     with pytest.raises(InvalidParameterError, match=r"^private parameter 'length': env "
-                       r"'CartPole-v1' gives non-finite .* value 1e-300"):  # fmt: skip
+                       r"'CartPole-v1' fails with value 1e-300: .*non-finite obs"):  # fmt: skip
         check_private_param("CartPole-v1", "length", [0.5, 1e-300])

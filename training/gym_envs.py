@@ -413,7 +413,7 @@ def _probe_steps(
         except Exception as exc:  # noqa: BLE001 - the env rejects the value
             c = exc.__cause__ or exc  # the env's own error (the batch's UserCodeError wraps it)
             what = (
-                f"gives non-finite observations or rewards with value {value!r} ({exc})"
+                f"fails with value {value!r}: {exc}"
                 if type(exc) is InvalidParameterError  # the batch's: non-finite, Acrobot diverged
                 else f"rejects value {value!r} ({type(c).__name__}: {c})"
             )
@@ -629,6 +629,18 @@ class MountainCarParamVectorEnv(_NativeParamVectorEnv):
         return self._obs(), rew, term, np.zeros(self.num_envs, dtype=bool), {}
 
 
+class _LastReward(gym.Wrapper):  # type: ignore[misc]
+    """A row of :class:`SyncParamVectorEnv`: its last reward as the env returned it (the batch
+    stores None as NaN; the message says which it was)."""
+
+    last_reward: Any = 0.0
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        self.last_reward = out[1] if isinstance(out, tuple) and len(out) > 1 else 0.0
+        return out
+
+
 class SyncParamVectorEnv(ParamVectorEnv):
     """Any environment: Gymnasium's ``SyncVectorEnv`` (one env per row, ``AutoresetMode.
     DISABLED``), the private attribute set on each row's ``env.unwrapped``."""
@@ -640,7 +652,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
             env_id,
             "make",
             lambda: SyncVectorEnv(
-                [lambda: _make(env_id, max_episode_steps)] * n,
+                [lambda: _LastReward(_make(env_id, max_episode_steps))] * n,
                 autoreset_mode=AutoresetMode.DISABLED,
             ),
         )
@@ -671,9 +683,15 @@ class SyncParamVectorEnv(ParamVectorEnv):
         bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
+            got = self.inner.envs[r].last_reward if what == "step" else 0.0
+            what = (
+                f"a non-finite observation or reward in {what}"
+                if np.asarray(got).dtype.kind in "biuf"  # None: stored as NaN by SyncVectorEnv
+                else f"reward {got!r} in step ({type(got).__name__}, not a number)"
+            )
             raise InvalidParameterError(
-                f"env {self.env_id!r} returned a non-finite observation or reward in {what} "
-                f"(row {r}, {self.param}={float(self.values[r])!r})"
+                f"env {self.env_id!r} returned {what} (row {r}, "
+                f"{self.param}={float(self.values[r])!r})"
             )
         return (obs, *out[1:])
 
