@@ -3,10 +3,14 @@ issue 27)."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import math
 import re
+import signal
 import sqlite3
+import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -237,6 +241,10 @@ if "TestEmptyObs-v0" not in gym.registry:
             {"env_id": "CartPole-v1", "private_param": "polemass_length", "values": (0.1, 1)},
             "'polemass_length' of CartPole is derived from masspole, masscart and length",
         ),
+        ({"probe_timeout": True}, r"probe_timeout must be a real number in \(0, .*got True"),
+        ({"probe_timeout": "60"}, r"probe_timeout must be a real number in \(0, .*got '60'"),
+        ({"probe_timeout": 0}, r"probe_timeout must be a real number in \(0, .*got 0"),
+        ({"probe_timeout": -1.0}, r"probe_timeout must be a real number in \(0, .*got -1.0"),
     ],
 )
 def test_bad_input_is_named_before_any_episode(kwargs: dict, match: str) -> None:
@@ -327,6 +335,15 @@ def test_cli_train_attack_report_on_mountaincar(tmp_path, capsys) -> None:
         (["--env", "Acrobot-v1", "--private-param", "a.b=1,2"], "a property with a setter"),
         (["--env", "Acrobot-v1"], "--env needs --private-param"),
         (["--private-param", "gravity=9,10"], "need --env"),
+        (["--probe-timeout", "5"], "--probe-timeout need --env"),
+        (
+            ["--env", "Acrobot-v1", "--private-param", "dt=0.2,0.1", "--probe-timeout", "0"],
+            "--probe-timeout must be a finite number in (0, 1e+06], got '0'",
+        ),
+        (
+            ["--env", "Acrobot-v1", "--private-param", "dt=0.2,0.1", "--probe-timeout", "True"],
+            "--probe-timeout must be a finite number in (0, 1e+06], got 'True'",
+        ),
         (
             ["--env", "Acrobot-v1", "--private-param", "dt=0.2,0.1", "--stop-at-target"],
             "--stop-at-target: options of the CartPole engine",
@@ -544,6 +561,60 @@ def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fa
     err = capsys.readouterr().err
     assert re.search(match, err) and "Traceback" not in err
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+class EndlessStepCartPole(CartPoleEnv):
+    """CartPole whose step never returns: a pure-Python loop that swallows any Exception."""
+
+    def step(self, action):
+        while True:
+            try:
+                pass
+            except Exception:  # noqa: BLE001, S110 - the env's own; the probe's limit is not one
+                pass
+
+
+class BlockingSetCartPole(CartPoleEnv):
+    """CartPole whose ``wind`` setter blocks for ever (a wait on an event never set)."""
+
+    wind = property(lambda self: 0.0, lambda self, v: threading.Event().wait())
+
+
+for _name, _cls in (("TestEndlessStep-v0", EndlessStepCartPole),
+                    ("TestBlockingSet-v0", BlockingSetCartPole)):  # fmt: skip
+    if _name not in gym.registry:
+        gym.register(_name, entry_point=_cls, max_episode_steps=50)
+
+
+@pytest.mark.parametrize(
+    ("env", "param", "call"),
+    [("TestEndlessStep-v0", "length=0.25,1", "step"),
+     ("TestBlockingSet-v0", "wind=1,2", "setting wind=1.0")],
+)  # fmt: skip
+def test_user_env_code_that_never_returns_is_refused_at_the_probe_timeout(
+    tmp_path, capsys, env, param, call
+) -> None:
+    """An endless step or a blocking setter hung the probe (and the command) for ever: each call
+    of the env's code in the probe now has --probe-timeout seconds, then exit 2 naming the env
+    and the call, nothing written. (faulthandler ends the worker should the limit fail.)"""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", env, "--private-param", param, "--mechanism", "none",
+            "--max-submissions", "10", "--out", str(run), "--probe-timeout", "0.5",
+            "--no-progress"]  # fmt: skip
+    hang = (tmp_path / "hang.txt").open("w")  # pytest's captured stderr has no file number
+    faulthandler.dump_traceback_later(120, exit=True, file=hang)
+    try:
+        t0 = time.monotonic()
+        assert main(argv) == 2
+        assert time.monotonic() - t0 < 60
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        hang.close()
+    err = capsys.readouterr().err
+    assert f"env {env!r} did not return from {call} within 0.5 s" in err
+    assert "--probe-timeout" in err and "Traceback" not in err and not run.exists()
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no timer left armed
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the handler given back
 
 
 def _bad_shape_simulator(theta, values, rng, alpha):
