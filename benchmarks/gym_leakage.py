@@ -1,6 +1,7 @@
 """Which private parameters leak most: the dynamics attack on small PGC-A3C runs per env.
 
-For each (environment, parameter), candidates {x/2, x, 2x} around Gymnasium's default x: one
+For each (environment, parameter), candidates {x/2, x, 2x} around Gymnasium's default x
+(MountainCar's ``max_speed``: {x/4, x/2, x}, see GRID): one
 trial of 9 agents and ``--agents`` submissions (one report per agent) without privacy, then the
 generic attack (``attack_private_param_run``, shadows per candidate per distinct theta), scored
 with its Clopper-Pearson interval. With ``--laplace``, the first parameter of each env again
@@ -28,16 +29,16 @@ from ldp_audit.training.pgc_a3c_gym.trainer import train
 
 GRID = {
     "Acrobot-v1": ["LINK_MASS_1", "LINK_MASS_2", "LINK_LENGTH_1", "LINK_COM_POS_1", "LINK_MOI"],
-    # max_speed left out: {x/2, x, 2x} has x and 2x alike (no speed reached is above 0.07),
-    # refused by the probe since 2026-12-06 (its row in results/ was measured before)
-    "MountainCar-v0": ["force", "gravity"],
+    # max_speed: {x/4, x/2, x}, as {x/2, x, 2x} has x and 2x alike (no speed reached is above
+    # 0.07; refused by the probe since 2026-12-06)
+    "MountainCar-v0": ["force", "gravity", "max_speed"],
     "CartPole-v1": ["length", "masspole", "force_mag"],
 }
 
 
 def one(env_id: str, name: str, mechanism: str, agents: int, shadow: int, seed: int) -> dict:
     x = float(getattr(gym.make(env_id).unwrapped, name))
-    vals = (x / 2, x, 2 * x)
+    vals = (x / 4, x / 2, x) if name == "max_speed" else (x / 2, x, 2 * x)
     cfg = GymPgcConfig(
         env_id=env_id,
         private_param=name,

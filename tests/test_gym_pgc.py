@@ -3,10 +3,14 @@ issue 27)."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import math
 import re
+import signal
 import sqlite3
+import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -231,12 +235,16 @@ if "TestEmptyObs-v0" not in gym.registry:
         ({"values": (1.0, "2")}, "candidate '2' is not a finite number"),
         (
             {"env_id": "CartPole-v1", "private_param": "length", "values": (0.5, 1e-300)},
-            "'length': env 'CartPole-v1' gives non-finite .* with value 1e-300",
+            "'length': env 'CartPole-v1' fails with value 1e-300: .*non-finite observation",
         ),
         (
             {"env_id": "CartPole-v1", "private_param": "polemass_length", "values": (0.1, 1)},
             "'polemass_length' of CartPole is derived from masspole, masscart and length",
         ),
+        ({"probe_timeout": True}, r"probe_timeout must be a real number in \(0, .*got True"),
+        ({"probe_timeout": "60"}, r"probe_timeout must be a real number in \(0, .*got '60'"),
+        ({"probe_timeout": 0}, r"probe_timeout must be a real number in \(0, .*got 0"),
+        ({"probe_timeout": -1.0}, r"probe_timeout must be a real number in \(0, .*got -1.0"),
     ],
 )
 def test_bad_input_is_named_before_any_episode(kwargs: dict, match: str) -> None:
@@ -327,6 +335,15 @@ def test_cli_train_attack_report_on_mountaincar(tmp_path, capsys) -> None:
         (["--env", "Acrobot-v1", "--private-param", "a.b=1,2"], "a property with a setter"),
         (["--env", "Acrobot-v1"], "--env needs --private-param"),
         (["--private-param", "gravity=9,10"], "need --env"),
+        (["--probe-timeout", "5"], "--probe-timeout need --env"),
+        (
+            ["--env", "Acrobot-v1", "--private-param", "dt=0.2,0.1", "--probe-timeout", "0"],
+            "--probe-timeout must be a finite number in (0, 1e+06], got '0'",
+        ),
+        (
+            ["--env", "Acrobot-v1", "--private-param", "dt=0.2,0.1", "--probe-timeout", "True"],
+            "--probe-timeout must be a finite number in (0, 1e+06], got 'True'",
+        ),
         (
             ["--env", "Acrobot-v1", "--private-param", "dt=0.2,0.1", "--stop-at-target"],
             "--stop-at-target: options of the CartPole engine",
@@ -504,7 +521,7 @@ def test_a_param_env_without_set_param_is_refused_at_definition() -> None:
 
 class LateFailCartPole(gym.Wrapper):
     """CartPole whose 200th step (episodes of one env instance counted together) raises or
-    returns NaN: past the parameter probe's steps, well inside training."""
+    returns NaN or a reward of None: past the parameter probe's steps, well inside training."""
 
     def __init__(self, fail: str = "raise") -> None:
         super().__init__(gym.make("CartPole-v1").unwrapped)
@@ -515,10 +532,12 @@ class LateFailCartPole(gym.Wrapper):
         obs, r, term, trunc, info = self.env.step(action)
         if self.n >= 200 and self.fail == "raise":
             raise RuntimeError("the user's env broke")
+        if self.n >= 200 and self.fail == "none":
+            return obs, None, term, trunc, info
         return (obs * np.nan if self.n >= 200 else obs), r, term, trunc, info
 
 
-for _fail in ("raise", "nan"):
+for _fail in ("raise", "nan", "none"):
     if f"TestLateFail-{_fail}-v0" not in gym.registry:
         gym.register(f"TestLateFail-{_fail}-v0", entry_point=f"{__name__}:LateFailCartPole",
                      kwargs={"fail": _fail}, max_episode_steps=100)  # fmt: skip
@@ -527,11 +546,13 @@ for _fail in ("raise", "nan"):
 @pytest.mark.parametrize(
     ("fail", "match"),
     [("raise", r"env 'TestLateFail-raise-v0' raised RuntimeError in step: the user's env broke"),
-     ("nan", r"env 'TestLateFail-nan-v0' returned a non-finite observation or reward")],
+     ("nan", r"env 'TestLateFail-nan-v0' returned a non-finite observation or reward"),
+     ("none", r"env 'TestLateFail-none-v0' returned reward None in step \(NoneType, not a "
+      r"number\) \(row \d+, force_mag=")],
 )  # fmt: skip
 def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fail, match):
     """A user env raising mid-run was reported as "a bug in ldp-audit" (exit 3, traceback); one
-    returning NaN as "theta diverged"."""
+    returning NaN as "theta diverged"; a reward of None as "non-finite" (2026-12-06)."""
     run = tmp_path / "run"
     argv = ["train", "pgc-a3c", "--env", f"TestLateFail-{fail}-v0", "--private-param",
             "force_mag=5,20", "--mechanism", "none", "--max-submissions", "200", "--out",
@@ -540,6 +561,60 @@ def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fa
     err = capsys.readouterr().err
     assert re.search(match, err) and "Traceback" not in err
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+class EndlessStepCartPole(CartPoleEnv):
+    """CartPole whose step never returns: a pure-Python loop that swallows any Exception."""
+
+    def step(self, action):
+        while True:
+            try:
+                pass
+            except Exception:  # noqa: BLE001, S110 - the env's own; the probe's limit is not one
+                pass
+
+
+class BlockingSetCartPole(CartPoleEnv):
+    """CartPole whose ``wind`` setter blocks for ever (a wait on an event never set)."""
+
+    wind = property(lambda self: 0.0, lambda self, v: threading.Event().wait())
+
+
+for _name, _cls in (("TestEndlessStep-v0", EndlessStepCartPole),
+                    ("TestBlockingSet-v0", BlockingSetCartPole)):  # fmt: skip
+    if _name not in gym.registry:
+        gym.register(_name, entry_point=_cls, max_episode_steps=50)
+
+
+@pytest.mark.parametrize(
+    ("env", "param", "call"),
+    [("TestEndlessStep-v0", "length=0.25,1", "step"),
+     ("TestBlockingSet-v0", "wind=1,2", "setting wind=1.0")],
+)  # fmt: skip
+def test_user_env_code_that_never_returns_is_refused_at_the_probe_timeout(
+    tmp_path, capsys, env, param, call
+) -> None:
+    """An endless step or a blocking setter hung the probe (and the command) for ever: each call
+    of the env's code in the probe now has --probe-timeout seconds, then exit 2 naming the env
+    and the call, nothing written. (faulthandler ends the worker should the limit fail.)"""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", env, "--private-param", param, "--mechanism", "none",
+            "--max-submissions", "10", "--out", str(run), "--probe-timeout", "0.5",
+            "--no-progress"]  # fmt: skip
+    hang = (tmp_path / "hang.txt").open("w")  # pytest's captured stderr has no file number
+    faulthandler.dump_traceback_later(120, exit=True, file=hang)
+    try:
+        t0 = time.monotonic()
+        assert main(argv) == 2
+        assert time.monotonic() - t0 < 60
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        hang.close()
+    err = capsys.readouterr().err
+    assert f"env {env!r} did not return from {call} within 0.5 s" in err
+    assert "--probe-timeout" in err and "Traceback" not in err and not run.exists()
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no timer left armed
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the handler given back
 
 
 def _bad_shape_simulator(theta, values, rng, alpha):
@@ -822,5 +897,5 @@ def test_an_env_failing_with_its_own_value_is_not_blamed_on_a_candidate() -> Non
                        r"own length=0\.5 as well\).*expected 5, got 4"):  # fmt: skip
         check_private_param("TestOldApi-v0", "length", [0.25, 1.0])
     with pytest.raises(InvalidParameterError, match=r"^private parameter 'length': env "
-                       r"'CartPole-v1' gives non-finite .* value 1e-300"):  # fmt: skip
+                       r"'CartPole-v1' fails with value 1e-300: .*non-finite obs"):  # fmt: skip
         check_private_param("CartPole-v1", "length", [0.5, 1e-300])

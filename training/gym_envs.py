@@ -25,14 +25,18 @@ row its value:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import inspect
 import itertools
 import math
+import signal
 import sys
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +50,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.validation import check_real_in
 
 __all__ = [
     "EnvInfo",
@@ -102,6 +107,40 @@ PROBE_STEPS = 20
 #: two episodes per observation coordinate (at most 24) and two more; the same trace again over
 #: all of them refuses the parameter (it has no effect an attack could see).
 NO_EFFECT_EPISODE = 200
+#: Seconds each call of the env's code may take in the probe (its ``probe_timeout``; None: no
+#: limit, as in training).
+_CALL_LIMIT: ContextVar[float | None] = ContextVar("gym_probe_call_limit", default=None)
+
+
+class _Hung(BaseException):
+    """Raised by SIGALRM in a call of the env's code that outlived the probe's limit; not an
+    ``Exception``, so the env's own ``except Exception`` (or the probe's) does not swallow it."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _Hung
+
+
+@contextlib.contextmanager
+def _bounded() -> Iterator[None]:
+    """The body within the probe's limit per call (:data:`_CALL_LIMIT`): a SIGALRM timer in the
+    main thread raises :class:`_Hung` at the Python line running then (an endless loop in pure
+    Python, a blocking wait); no limit elsewhere: another thread, a timer already running."""
+    limit = _CALL_LIMIT.get()
+    if (
+        limit is None
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0]
+    ):
+        yield
+        return
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(limit, 1e-6))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 @dataclass(frozen=True)
@@ -130,7 +169,10 @@ def import_env_module(env_module: str | None) -> None:
     if not isinstance(env_module, str) or not env_module.strip():
         raise InvalidParameterError(f"env_module must be a module name, got {env_module!r}")
     try:
-        importlib.import_module(env_module)
+        with _bounded():
+            importlib.import_module(env_module)
+    except _Hung:
+        raise _Hung(f"importing {env_module!r}") from None
     except SystemExit as exc:  # at import: never the process's exit status (issue 38 item 7)
         raise InvalidParameterError(
             f"env_module: {env_module!r} called sys.exit({exc.code!r}) at import (a module that "
@@ -147,7 +189,10 @@ def _user(env_id: str, what: str, fn: Any, *args: Any) -> Any:
     or set): whatever it raises is an input error naming the env and the call (exit 2), never
     reported as a bug of this toolkit (a raising ``close`` or property was: exit 3)."""
     try:
-        return fn(*args)
+        with _bounded():
+            return fn(*args)
+    except _Hung as hung:  # the probe's limit: this call did not return
+        raise _Hung(hung.args[0] if hung.args else what) from None
     except LdpAuditError:
         raise
     except Exception as exc:  # noqa: BLE001 - anything the env's code raises
@@ -238,6 +283,7 @@ def check_private_param(
     *,
     env_module: str | None = None,
     max_episode_steps: int | None = None,
+    probe_timeout: float = 60.0,
 ) -> tuple[EnvInfo, tuple[float, ...]]:
     """Validate an environment and a private parameter before any training.
 
@@ -254,11 +300,31 @@ def check_private_param(
     (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``; so
     are two candidates with the same trace there (no attack can tell them apart: MountainCar's
     ``max_speed`` 0.07 and 0.14, no speed reached is above 0.07), and an env whose trace differs
-    between two probes of the first candidate (unseeded noise).
+    between two probes of the first candidate (unseeded noise). Each call of the env's code
+    here (the module's import, the constructor, reset, step, a set of the parameter, close)
+    must return within ``probe_timeout`` seconds (in the main thread: a SIGALRM timer), else
+    the env is refused naming the call (an endless loop would hang the probe).
 
     Returns:
         ``(EnvInfo, values as floats)``.
     """
+    limit = check_real_in(probe_timeout, "probe_timeout", lo=0.0, lo_open=True, hi=1e6)
+    token = _CALL_LIMIT.set(limit)
+    try:
+        return _check_private_param(env_id, name, values, env_module, max_episode_steps)
+    except _Hung as hung:
+        raise InvalidParameterError(
+            f"env {env_id!r} did not return from {hung.args[0]} within {limit:g} s (probe_timeout, "
+            "--probe-timeout SECONDS: the limit per call of the env's code in the probe); an "
+            "endless loop or a blocking wait in it? Nothing was trained or written"
+        ) from None
+    finally:
+        _CALL_LIMIT.reset(token)
+
+
+def _check_private_param(
+    env_id: Any, name: Any, values: Any, env_module: str | None, max_episode_steps: int | None
+) -> tuple[EnvInfo, tuple[float, ...]]:
     import_env_module(env_module)
     if not isinstance(env_id, str) or not env_id:
         raise InvalidParameterError(f"env must be a Gymnasium environment id, got {env_id!r}")
@@ -413,7 +479,7 @@ def _probe_steps(
         except Exception as exc:  # noqa: BLE001 - the env rejects the value
             c = exc.__cause__ or exc  # the env's own error (the batch's UserCodeError wraps it)
             what = (
-                f"gives non-finite observations or rewards with value {value!r} ({exc})"
+                f"fails with value {value!r}: {exc}"
                 if type(exc) is InvalidParameterError  # the batch's: non-finite, Acrobot diverged
                 else f"rejects value {value!r} ({type(c).__name__}: {c})"
             )
@@ -629,6 +695,18 @@ class MountainCarParamVectorEnv(_NativeParamVectorEnv):
         return self._obs(), rew, term, np.zeros(self.num_envs, dtype=bool), {}
 
 
+class _LastReward(gym.Wrapper):  # type: ignore[misc]
+    """A row of :class:`SyncParamVectorEnv`: its last reward as the env returned it (the batch
+    stores None as NaN; the message says which it was)."""
+
+    last_reward: Any = 0.0
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        self.last_reward = out[1] if isinstance(out, tuple) and len(out) > 1 else 0.0
+        return out
+
+
 class SyncParamVectorEnv(ParamVectorEnv):
     """Any environment: Gymnasium's ``SyncVectorEnv`` (one env per row, ``AutoresetMode.
     DISABLED``), the private attribute set on each row's ``env.unwrapped``."""
@@ -640,7 +718,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
             env_id,
             "make",
             lambda: SyncVectorEnv(
-                [lambda: _make(env_id, max_episode_steps)] * n,
+                [lambda: _LastReward(_make(env_id, max_episode_steps))] * n,
                 autoreset_mode=AutoresetMode.DISABLED,
             ),
         )
@@ -671,9 +749,15 @@ class SyncParamVectorEnv(ParamVectorEnv):
         bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
+            got = self.inner.envs[r].last_reward if what == "step" else 0.0
+            what = (
+                f"a non-finite observation or reward in {what}"
+                if np.asarray(got).dtype.kind in "biuf"  # None: stored as NaN by SyncVectorEnv
+                else f"reward {got!r} in step ({type(got).__name__}, not a number)"
+            )
             raise InvalidParameterError(
-                f"env {self.env_id!r} returned a non-finite observation or reward in {what} "
-                f"(row {r}, {self.param}={float(self.values[r])!r})"
+                f"env {self.env_id!r} returned {what} (row {r}, "
+                f"{self.param}={float(self.values[r])!r})"
             )
         return (obs, *out[1:])
 

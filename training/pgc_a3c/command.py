@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.parse import INT_MAX, epsilon_or_inf, parse_int, parse_private_param
+from ldp_audit.parse import INT_MAX, epsilon_or_inf, parse_int, parse_private_param, real_in
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
 #: generated, in the first help group (their values read as ``args.<field>``, config defaults)
@@ -27,7 +27,7 @@ READINGS = ("stop_at_target", "acting", "clip_kind", "aggregator", "aggregator_l
 LEARNING = ("eta", "gamma", "lam", "beta", "alpha_start", "alpha_decay")
 #: the CartPole engine's release and metrics settings (refused with another --env)
 ENGINE = ("clip", "buffer_size", "reduced_dim", "window", "target_score")
-_GYM = ("private_param", "env_module", "agents", "hidden", "episode_steps")
+_GYM = ("private_param", "env_module", "agents", "hidden", "episode_steps", "probe_timeout")
 #: largest total movement of theta a run may allow (measured: 1e142 for --mechanism none gave
 #: NaN gradients after 20 submissions; 1e100 trained for 20 and 300 submissions)
 MAX_THETA_MOVE = 1e100
@@ -88,6 +88,9 @@ def options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--episode-steps", type=_cap("--episode-steps", 1_000_000, "episodes are "
                    "held in memory"), default=None,
                    help="episode cap (default: the env's max_episode_steps)")  # fmt: skip
+    g.add_argument("--probe-timeout", type=real_in("--probe-timeout", low=0.0, high=1e6,
+                   high_open=False), default=None, metavar="SECONDS", help="seconds each call "
+                   "of the env's code may take in the parameter probe (default 60)")  # fmt: skip
     added = _group(p, READINGS, "the run's config (PgcA3cConfig; generated)")
     added += _group(p, ("mechanism",), "the mechanism (PgcA3cConfig; generated; required)")
     plain_dests(p, added)
@@ -134,12 +137,13 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
             f"{', '.join('--' + k.replace('_', '-') for k in engine_only)}: options of the "
             f"CartPole engine; with --env {env} they do not apply (docs/gymnasium.md)"
         )
-    sizes = {k: getattr(args, k) for k in ("agents", "hidden", "episode_steps") if getattr(args, k)}
+    sizes = {k: getattr(args, k) for k in _GYM[2:] if getattr(args, k)}
     if env is not None and cartpole:  # the paper's own task: the CartPole engine
         if sizes:
             raise InvalidParameterError(
                 "CartPole-v1's gravity runs on the paper's CartPole engine (9 agents, 16 hidden "
-                f"units, 200-step episodes); --agents, --hidden, --episode-steps do not apply, "
+                f"units, 200-step episodes, no probe); --agents, --hidden, --episode-steps, "
+                "--probe-timeout do not apply, "
                 f"got {sorted(sizes)}"
             )
         kw["gravities"] = pp[1]

@@ -66,6 +66,11 @@ class GymPgcConfig(SharedFields):
     alpha_decay: float = 1800.0
     acting: str = "argmax"
     budget: float | None = None
+    probe_timeout: float = field(
+        default=60.0, metadata=bounds(minimum=0, open_min=True, maximum=1e6)
+    )
+    """Seconds each call of the env's code may take in the parameter probe (an endless loop in
+    its step is refused naming the call, not waited on forever)."""
 
     def __post_init__(self) -> None:
         self._check_shared()
@@ -76,6 +81,7 @@ class GymPgcConfig(SharedFields):
             self.values,
             env_module=self.env_module,
             max_episode_steps=self.episode_steps,
+            probe_timeout=self.probe_timeout,
         )
         object.__setattr__(self, "values", vals)
         object.__setattr__(self, "_info", info)
