@@ -303,10 +303,8 @@ def _run_server(grid: Any, context: Any) -> Path:
     k_agents = len(nodes)
     raw_cfg = rc["pgc-config"]
     cfg = _pgc_config(json.loads(raw_cfg) if isinstance(raw_cfg, str) else raw_cfg, k_agents)
-    gt = rc.get("scoring-gravities")
-    gravities = None
-    if gt not in (None, ""):  # "" is the app project's default: no ground truth
-        gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)]
+    gt = rc.get("scoring-gravities") or ()  # "" is the app project's default: no ground truth
+    gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)] or None
     mech = cfg.make_mechanism()
     w = RunWriter(
         rc["run-dir"],
