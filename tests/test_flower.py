@@ -215,14 +215,14 @@ def test_server_records_one_report_per_agent_and_round(tmp_path, monkeypatch):
                     "ledger-dir": str(tmp_path / f"led{m.metadata.dst_node_id}"),
                 }
                 ctx = SimpleNamespace(node_config=nc, run_config={}, node_id=m.metadata.dst_node_id)
-                return F.LdpReleaseMod()(m, ctx, lambda m, c: F._train(m, c, None, None))
+                return F.LdpReleaseMod()(m, ctx, F._train)
 
             return [reply(m) for m in msgs]
 
     rc = {"pgc-config": json.dumps(cfg.to_dict()), "run-dir": str(tmp_path / "run")}
     with pytest.raises(InvalidParameterError, match="'seed' must be an integer >= 0, got -1"):
-        F._run_server(Grid(), SimpleNamespace(run_config={**rc, "seed": -1}), {})
-    run = F._run_server(Grid(), SimpleNamespace(run_config=rc), {})
+        F._run_server(Grid(), SimpleNamespace(run_config={**rc, "seed": -1}))
+    run = F._run_server(Grid(), SimpleNamespace(run_config=rc))
     from ldp_audit.rundir import RunDir
 
     m = RunDir(run).metrics()

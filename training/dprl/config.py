@@ -198,15 +198,11 @@ class DprlConfig:
 
             b = check_box(self.state_box, np.asarray(CARTPOLE_IQR))
             object.__setattr__(self, "state_box", tuple((float(a), float(c)) for a, c in b))
-        if self.batch_size > self.buffer_size:
-            raise InvalidParameterError(
-                f"batch_size must be <= buffer_size ({self.buffer_size}), got {self.batch_size}"
-            )
-        if self.algo == "dqn" and self.learning_starts > self.buffer_size:
-            raise InvalidParameterError(
-                f"learning_starts must be <= buffer_size ({self.buffer_size}), got "
-                f"{self.learning_starts}"
-            )
+        for name, checked in (("batch_size", True), ("learning_starts", self.algo == "dqn")):
+            if checked and getattr(self, name) > self.buffer_size:
+                raise InvalidParameterError(
+                    f"{name} must be <= buffer_size ({self.buffer_size}), got {getattr(self, name)}"
+                )
         if self.canaries and self.noise_multiplier == 0:  # Opacus's audit needs noise
             raise InvalidParameterError(
                 "canaries audit noisy DP-SGD: they need noise_multiplier > 0 (0 releases the "

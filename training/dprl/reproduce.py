@@ -157,13 +157,8 @@ def reproduce(
         "audits": audits,
         "figures": figs,
         "wall_seconds": wall,
-        "cpu_seconds": float(
-            sum(
-                r.get("cpu_seconds", 0.0)
-                for r in runs
-                if not (r["sigma"] == 0 and not r.get("clip_only") and r["family"] == "obs-noise")
-            )
-        ),
+        # every run once (a sigma-0 run is a row of both families)
+        "cpu_seconds": float(sum(r.get("cpu_seconds", 0.0) for r in made.values())),
         **provenance(f"{platform.machine()} {platform.system()}, 2 shared cores (loaded)"),
         "command": command,
         "runs": [{k: v for k, v in r.items() if k != "privacy"} for r in runs],

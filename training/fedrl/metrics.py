@@ -38,21 +38,14 @@ def table_metrics(cfg: FedRLConfig, results: list[dict[str, Any]]) -> dict[str, 
         per = [r[row] for r in results if row in r]
         if not per:
             continue
-        sr = [p["succ_rate"] for p in per]
-        ar = [p["avg_reward"] for p in per]
-        k = sum(p["successes"] for p in per)
-        n = sum(p["episodes"] for p in per)
-        m, lo, hi = _t_interval(sr)
+        pool, ar = _pooled(per), [p["avg_reward"] for p in per]
         am, alo, ahi = _t_interval(ar)
-        clo, chi = cp_interval(k, n)
         table[row] = {
-            "runs": len(per),
-            "succ_rate": m,
-            "succ_rate_ci": [lo, hi],
-            "succ_rate_pooled_cp": [clo, chi],
+            **{k: pool[k] for k in ("runs", "succ_rate", "succ_rate_ci")},
+            "succ_rate_pooled_cp": pool["pooled_cp"],
             "avg_reward": am,
             "avg_reward_ci": [alo, ahi],
-            "per_run_succ_rate": sr,
+            "per_run_succ_rate": pool["per_run_succ_rate"],
             "per_run_avg_reward": ar,
             "path_ratio": [p["path_ratio"] for p in per],
         }

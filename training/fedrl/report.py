@@ -35,18 +35,6 @@ def _fmt(v: Any, nd: int = 3) -> str:
     return fmt_number(v, nd, nan="nan", fmt="g" if big else "f")
 
 
-def _curve_png(runs: list[dict[str, Any]]) -> bytes:
-    fig = Figure(figsize=(6, 3.5), layout="tight")
-    ax = fig.subplots()
-    for r in runs:
-        ys = np.asarray(r["curve_success"], dtype=float)
-        xs = (np.arange(len(ys)) + 1) * r["curve_every"]
-        ax.plot(xs, ys, label=f"{r['method']} run {r['trial']}", lw=1)
-    ax.set(xlabel="training iteration", ylabel="training-episode success rate")
-    ax.legend(fontsize=6)
-    return figure_png(fig)
-
-
 def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict[str, Any]]:
     """Sections of ``ldp-audit report RUN`` for a FedRL run (TRAINERS.md point 4).
 
@@ -128,7 +116,15 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     header = ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"]
     table = ("SuccRate (%) and AvgRwd, ours vs paper", header, rows)
     title = f"FedRL: Table 1 at {size}x{size} (this run) beside the paper"
-    figs = {"fedrl_curves": _curve_png(metrics.get("runs", []))}
+    fig = Figure(figsize=(6, 3.5), layout="tight")
+    ax = fig.subplots()
+    for r in metrics.get("runs", []):
+        ys = np.asarray(r["curve_success"], dtype=float)
+        xs = (np.arange(len(ys)) + 1) * r["curve_every"]
+        ax.plot(xs, ys, label=f"{r['method']} run {r['trial']}", lw=1)
+    ax.set(xlabel="training iteration", ylabel="training-episode success rate")
+    ax.legend(fontsize=6)
+    figs = {"fedrl_curves": figure_png(fig)}
     data = {"table": metrics.get("table", {})}
     sections.append(section("fedrl-table1", title, paras, table, figures=figs, data=data))
     if (run_dir / "audit.json").is_file():

@@ -233,7 +233,11 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
             seed=rc.seed + 1000 * size,
             record=False,
             progress=progress,
-            extras=_extras(rc),
+            extras={  # the further evaluations of Table 1's networks
+                "curve_points": rc.curve_points,
+                "curve_maps": min(rc.curve_maps, rc.eval_maps),
+                "explore": tuple(rc.explore_eps),
+            },
             only=(item["method"], item["run"]),
         )
         out = {k: v for k, v in r["results"][0].items() if k != "state"}
@@ -289,15 +293,6 @@ def _table1_config(rc: ReproConfig, index: int) -> FedRLConfig:
         runs=rc.runs,
         **passed,
     )
-
-
-def _extras(rc: ReproConfig) -> dict[str, Any]:
-    """The further evaluations of Table 1's networks (learning curves, epsilon-greedy)."""
-    return {
-        "curve_points": rc.curve_points,
-        "curve_maps": min(rc.curve_maps, rc.eval_maps),
-        "explore": tuple(rc.explore_eps),
-    }
 
 
 def _table1_size(rc: ReproConfig, index: int, runs: list[dict[str, Any]]) -> dict[str, Any]:

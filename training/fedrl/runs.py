@@ -286,9 +286,8 @@ def train_run(
 
     t0 = time.perf_counter()
     if run_dir is not None:
-        metrics = train_fedrl(cfg, run_dir, seed=seed, mode=run_mode, progress=bool(progress),
-                              threads=threads)  # fmt: skip
-        native: Any = metrics
+        native = metrics = train_fedrl(cfg, run_dir, seed=seed, mode=run_mode,
+                                       progress=bool(progress), threads=threads)  # fmt: skip
     else:
         from ldp_audit.accountant import Accountant
 

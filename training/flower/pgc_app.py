@@ -123,34 +123,26 @@ def _pgc_config(cfg: Any, n_agents: int) -> Any:
 # ==============================================================================================
 
 
-def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledger_dir: Any):
-    """(agent id, AgentSecrets, ledger dir) from the node config, else the factory's values."""
-    nc = dict(context.node_config)
+def _agent_state(context: Any) -> tuple[int, AgentSecrets, Path]:
+    """(agent id, AgentSecrets, ledger dir) from the node config, else from the run config."""
+    nc, rc = dict(context.node_config), dict(context.run_config)
     if "partition-id" not in nc:
         raise InvalidParameterError("node config must give 'partition-id' (the agent id)")
     agent = int(nc["partition-id"])
-    rc = dict(context.run_config)
-    # a simulation under `flwr run` (no node config of its own): a node that gives its gravity
-    # never reads a file the run config names
-    if "gravity" not in nc and secrets is None and rc.get("agents-file"):
-        # the simulated agents' secrets (run_simulation writes this file for the ClientApps;
-        # a real SuperNode gives its own in its node config; the ServerApp never reads it)
-        data = json.loads(Path(str(rc["agents-file"])).read_text())
-        secrets = {
-            int(k): AgentSecrets(float(v["gravity"]), v.get("seed")) for k, v in data.items()
-        }
-    if ledger_dir is None and rc.get("ledger-dir"):
-        ledger_dir = str(rc["ledger-dir"])
-    if "gravity" in nc:
+    if "gravity" in nc:  # a node that gives its gravity never reads a file the run config names
         seed = nc.get("agent-seed")
         sec = AgentSecrets(float(nc["gravity"]), None if seed is None else int(seed))
-    elif secrets is not None and agent in secrets:
-        sec = secrets[agent]
     else:
-        raise InvalidParameterError(
-            f"agent {agent} has no private gravity (node config 'gravity' or AgentSecrets)"
-        )
-    ldir = nc.get("ledger-dir", ledger_dir)
+        # the simulated agents' secrets (run_simulation writes this file for the ClientApps;
+        # a real SuperNode gives its own in its node config; the ServerApp never reads it)
+        path = rc.get("agents-file")
+        data = json.loads(Path(str(path)).read_text()) if path else {}
+        if str(agent) not in data:
+            raise InvalidParameterError(
+                f"agent {agent} has no private gravity (node config 'gravity' or AgentSecrets)"
+            )
+        sec = AgentSecrets(float(data[str(agent)]["gravity"]), data[str(agent)].get("seed"))
+    ldir = nc.get("ledger-dir", rc.get("ledger-dir") or None)
     if ldir is None:
         raise InvalidParameterError(f"agent {agent} has no ledger dir (node config 'ledger-dir')")
     return agent, sec, Path(str(ldir))
@@ -165,14 +157,6 @@ class LdpReleaseMod:
     agent's noise generator, and puts the sealed, noisy report in the reply. A charge refused
     (budget) or any failure gives an error reply: nothing is released.
     """
-
-    def __init__(
-        self,
-        secrets: Mapping[int, AgentSecrets] | None = None,
-        ledger_dir: str | Path | None = None,
-    ) -> None:
-        self.secrets = None if secrets is None else dict(secrets)
-        self.ledger_dir = None if ledger_dir is None else str(ledger_dir)
 
     def __call__(self, msg: Any, context: Any, call_next: Any) -> Any:
         from flwr.app import ArrayRecord, ConfigRecord, Error, Message
@@ -204,7 +188,7 @@ class LdpReleaseMod:
     def _release(self, raw: dict[str, Any], context: Any) -> Any:
 
         cfg = raw["config"]
-        agent, sec, ldir = _agent_state(context, self.secrets, self.ledger_dir)
+        agent, sec, ldir = _agent_state(context)
         ldir.mkdir(parents=True, exist_ok=True)
         total = cfg.budget if cfg.budget is not None else cfg.epsilon
         budget = None if math.isinf(total) else Budget(float(total))
@@ -225,12 +209,12 @@ class LdpReleaseMod:
             ledger.close()
 
 
-def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
+def _train(msg: Any, context: Any) -> Any:
     """The agent's train function: one episode at the broadcast theta; the raw gradient goes to
     this process's release mod (module-level, so that pickling the app never copies it)."""
     from flwr.app import Message, MetricRecord, RecordDict
 
-    agent, sec, _ = _agent_state(context, secrets, ledger_dir)
+    agent, sec, _ = _agent_state(context)
     cfg = _pgc_config(json.loads(str(msg.content["config"]["pgc-config"])), 1)
     submission = int(msg.content["config"]["submission"])
     theta = msg.content["theta"].to_numpy_ndarrays()[0].astype(np.float64).reshape(1, -1)
@@ -259,25 +243,15 @@ def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
     )
 
 
-def make_client_app(
-    secrets: Mapping[int, AgentSecrets] | None = None, ledger_dir: str | Path | None = None
-) -> Any:
-    """The agents' ClientApp (with :class:`LdpReleaseMod`).
-
-    Args:
-        secrets: agent id -> :class:`AgentSecrets` (simulation); a SuperNode's node config
-            (``gravity``, ``agent-seed``) takes precedence.
-        ledger_dir: folder of the agents' ledgers (node config ``ledger-dir`` takes precedence).
-    """
+def make_client_app() -> Any:
+    """The agents' ClientApp (with :class:`LdpReleaseMod`): each agent's gravity, agent-seed and
+    ledger dir come from its node config (``gravity``, ``agent-seed``, ``ledger-dir``), else, in
+    a simulation, from the run config's ``agents-file`` and ``ledger-dir``."""
     require_flwr()
     from flwr.clientapp import ClientApp
 
-    app = ClientApp(mods=[LdpReleaseMod(secrets, ledger_dir)])
-
-    @app.train()
-    def train(msg: Any, context: Any) -> Any:
-        return _train(msg, context, secrets, ledger_dir)
-
+    app = ClientApp(mods=[LdpReleaseMod()])
+    app.train()(_train)
     return app
 
 
@@ -312,11 +286,11 @@ class Eq22Aggregator:
             self.version += 1
 
 
-def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
+def _run_server(grid: Any, context: Any) -> Path:
     """The ServerApp's main: broadcast, receive, aggregate, record."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
-    rc = {**dict(context.run_config), **settings}
+    rc = dict(context.run_config)
     for key in ("pgc-config", "run-dir"):
         if key not in rc:
             raise InvalidParameterError(f"run config must give {key!r}")
@@ -329,10 +303,8 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     k_agents = len(nodes)
     raw_cfg = rc["pgc-config"]
     cfg = _pgc_config(json.loads(raw_cfg) if isinstance(raw_cfg, str) else raw_cfg, k_agents)
-    gt = rc.get("scoring-gravities")
-    gravities = None
-    if gt not in (None, ""):  # "" is the app project's default: no ground truth
-        gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)]
+    gt = rc.get("scoring-gravities") or ()  # "" is the app project's default: no ground truth
+    gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)] or None
     mech = cfg.make_mechanism()
     w = RunWriter(
         rc["run-dir"],
@@ -440,19 +412,15 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     return w.path
 
 
-def make_server_app(**settings: Any) -> Any:
-    """The aggregator's ServerApp. ``settings`` override run-config keys (``pgc-config`` a
-    PgcA3cConfig dict or its JSON, ``run-dir``, ``seed``, ``overwrite``, ``scoring-gravities``,
-    ``timeout``, ``num-agents``)."""
+def make_server_app() -> Any:
+    """The aggregator's ServerApp; the run config gives ``pgc-config`` (a PgcA3cConfig dict or
+    its JSON), ``run-dir``, ``seed``, ``overwrite``, ``scoring-gravities``, ``timeout``,
+    ``num-agents``."""
     require_flwr()
     from flwr.serverapp import ServerApp
 
     app = ServerApp()
-
-    @app.main()
-    def main(grid: Any, context: Any) -> None:
-        _run_server(grid, context, settings)
-
+    app.main()(_run_server)
     return app
 
 

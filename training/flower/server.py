@@ -228,18 +228,16 @@ def ldp_strategy_class() -> Any:
             theta, idx = self._theta[server_round]
             ok, seen = [], set()
             for rep in sorted(replies, key=lambda m: m.metadata.src_node_id):
-                node = int(rep.metadata.src_node_id)
-                if rep.has_error():
-                    self.recorder.reject(server_round, node, f"client error: {rep.error.reason}")
-                    continue
                 try:
+                    if rep.has_error():
+                        raise InvalidParameterError(f"client error: {rep.error.reason}")
                     agent, y = self.recorder.check(rep.content, theta, self.arrays_key)
+                    if agent in seen:  # two nodes with one partition-id: one report per agent
+                        raise InvalidParameterError(
+                            f"agent {agent} already replied in round {server_round}"
+                        )
                 except InvalidParameterError as exc:
-                    self.recorder.reject(server_round, node, str(exc))
-                    continue
-                if agent in seen:  # two nodes with one partition-id: one report per agent
-                    why = f"agent {agent} already replied in round {server_round}"
-                    self.recorder.reject(server_round, node, why)
+                    self.recorder.reject(server_round, int(rep.metadata.src_node_id), str(exc))
                     continue
                 seen.add(agent)
                 self.recorder.accept(server_round, agent, y, idx)

@@ -33,8 +33,10 @@ def train(
     progress: bool = False,
     run_mode: str = "new",
     force: bool = False,
+    ledger: Any = None,
 ) -> FrdResult:
-    """Train one config (all its groups batched); optionally write a run directory.
+    """Train one config (all its groups batched); optionally write a run directory (else charge
+    ``ledger``, if given, or an in-memory one).
 
     The run directory (docs/frd.md): config.json (algorithm "frd", config.mode "frd"/"fedavg"),
     ledger.sqlite (agent id "<group>/<agent>", one charge per upload), transcript.npz, secrets.npz,
@@ -45,10 +47,11 @@ def train(
     seed = check_int(seed, "seed", minimum=0)
     # sizes (``force``: see train_many), then the device ("cuda" without CUDA): before any file
     device = batch_device(checked_configs([cfg], None, force))
-    if run_dir is None:
-        return train_many([cfg], seed=seed, progress=progress, force=force)[0]
     from ldp_audit.accountant import Accountant
 
+    if run_dir is None:
+        accs = None if ledger is None else [Accountant(ledger=ledger)]
+        return train_many([cfg], seed=seed, accountants=accs, progress=progress, force=force)[0]
     extra: dict[str, Any] = {}
     if cfg.private_param != "gravity":  # the generic record of the secret
         extra["private_parameter"] = cfg.private_parameter()
@@ -76,7 +79,15 @@ def train(
             _recorders=recs,
             force=force,
         )[0]
-        _write_outputs(w, res, None if cfg.device == "cpu" else device)
+        empty = {k: np.zeros(0, np.int64) for k in ("trial", "agent", "submission", "theta_index")}
+        tr = dict(res.transcript or {}) or {**empty, "report": np.zeros((0, 2))}
+        w.write_npz("transcript.npz", tr)
+        w.write_npz("secrets.npz", dict(res.secrets or {cfg.private_param: np.zeros(0)}))
+        met = res.metrics()
+        if cfg.device != "cpu":  # an auto/cuda run says where it ran (a CPU run's: as before)
+            met["device"] = device
+        w.write_json("metrics.json", met)
+        w.write_npz("model.npz", res.model)
     except BaseException:
         _write_partial(w, recs)
         w.finish(status="interrupted")
@@ -97,18 +108,6 @@ def _write_partial(w: Any, recs: list[Any]) -> None:
             w.write_npz("secrets.npz", {rec.cfg.private_param: np.concatenate(rec.secret_gravity)})
 
 
-def _write_outputs(w: Any, res: FrdResult, device: str | None = None) -> None:
-    empty = {k: np.zeros(0, np.int64) for k in ("trial", "agent", "submission", "theta_index")}
-    tr = dict(res.transcript or {}) or {**empty, "report": np.zeros((0, 2))}
-    w.write_npz("transcript.npz", tr)
-    w.write_npz("secrets.npz", dict(res.secrets or {res.config.private_param: np.zeros(0)}))
-    met = res.metrics()
-    if device is not None:  # an auto/cuda run says where it ran (a CPU run's file is as before)
-        met["device"] = device
-    w.write_json("metrics.json", met)
-    w.write_npz("model.npz", res.model)
-
-
 def train_run(
     cfg: FrdConfig,
     *,
@@ -118,17 +117,12 @@ def train_run(
     progress: bool | None = None,
     run_mode: str = "new",
 ) -> Any:
-    """:func:`train` (``train_many`` into ``ledger`` when only a ledger is given) under the
-    System contract (:meth:`ldp_audit.systems.System.train`); ``native``: the FrdResult."""
+    """:func:`train` under the System contract (:meth:`ldp_audit.systems.System.train`);
+    ``native``: the FrdResult."""
     from ldp_audit.systems import TrainResult
 
-    if run_dir is None and ledger is not None:
-        from ldp_audit.accountant import Accountant
-
-        res = train_many([cfg], seed=seed, accountants=[Accountant(ledger=ledger)],
-                           progress=bool(progress))[0]  # fmt: skip
-    else:
-        res = train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode)
+    res = train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode,
+                ledger=ledger)  # fmt: skip
     eps = float(cfg.make_mechanism().epsilon)
     privacy = {
         "mechanism": cfg.make_mechanism().to_config(),
