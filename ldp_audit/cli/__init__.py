@@ -95,13 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _silence_broken_pipe() -> None:
-    """stdout closed early (``ldp-audit ... --json | head``): exit quietly, no traceback."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-
-
 def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     """Run the command line; return the exit code (never raises except SystemExit from argparse
     for ``--help`` / ``--version`` / usage errors, which exit 0 / 0 / 2).
@@ -224,8 +217,9 @@ def _main(argv: list[str] | None) -> int:
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
-    except BrokenPipeError:
-        _silence_broken_pipe()
+    except BrokenPipeError:  # stdout closed early (``... --json | head``): quiet, no traceback
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except (LdpAuditError, SystemExit) as exc:  # a SystemExit is never ours once the command
         why = _user_exit(exc) if isinstance(exc, SystemExit) else exc  # runs: user code's

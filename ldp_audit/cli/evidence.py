@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from ldp_audit.cli.types import add_flags
+from ldp_audit.errors import InvalidParameterError
 
 
 def evidence_args(
@@ -44,8 +45,6 @@ def run_dir_only(args: argparse.Namespace, dests: tuple[str, ...], why: str) -> 
     not given, instead of ignoring them."""
     given = [d for d in dests if getattr(args, d, None) not in (None, False)]
     if given and args.run_dir is None:
-        from ldp_audit.errors import InvalidParameterError
-
         opts = ", ".join(f"--{d}".replace("_", "-") for d in given)
         raise InvalidParameterError(f"{opts} applies {why}")
 
