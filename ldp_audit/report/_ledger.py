@@ -17,8 +17,6 @@ import numpy as np
 
 from ldp_audit.errors import LdpAuditError, RunDirectoryError
 
-__all__ = ["LedgerStats", "read_ledger"]
-
 
 @dataclass(frozen=True)
 class LedgerStats:

@@ -24,13 +24,6 @@ from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir.files import read_json
 from ldp_audit.rundir.reader import RunDir
 
-__all__ = [
-    "RunData",
-    "load_run",
-    "REQUIRED_FILES",
-    "OPTIONAL_FILES",
-]
-
 #: Files every run of any system has (the run-directory contract) and the core report cannot be
 #: built without (a system's sections may need more).
 REQUIRED_FILES = ("config.json", "ledger.sqlite", "metrics.json")

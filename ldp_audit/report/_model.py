@@ -20,8 +20,6 @@ from ldp_audit.report._load import RunData
 from ldp_audit.report._verdict import claim_section, report_verdict
 from ldp_audit.rundir.files import json_real
 
-__all__ = ["build_parts", "SCHEMA"]
-
 SCHEMA = "ldp-audit-report/1"
 
 
@@ -43,7 +41,7 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
         "audit.json": run.audits is not None,
         "attack_*.json": sorted(f"attack_{k}.json" for k in run.attacks),
     }
-    out: dict[str, Any] = {
+    return {
         "algorithm": cfg["algorithm"],
         "seed": cfg["seed"],
         "created": cfg.get("created"),
@@ -57,9 +55,8 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
             + [m for m in missing if m not in (run.sources.get("missing") or "")]
         )
         or None,
+        "status": _status_section(run),
     }
-    out["status"] = _status_section(run)
-    return out
 
 
 def _status_section(run: RunData) -> dict[str, Any]:

@@ -18,19 +18,6 @@ from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
 from ldp_audit.report.markdown import count_noun as plural
 
-__all__ = [
-    "figure_png",
-    "legend_below",
-    "thin",
-    "ledger_figure",
-    "audit_figure",
-    "profile_figure",
-    "tradeoff_figure",
-    "attack_figure",
-    "ceiling",
-    "spend_over_releases",
-]
-
 _BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
 _CYCLE = (_BLUE, _ORANGE, _GREEN, "#9467bd")  # one colour per audit in the profile figures
 _MAX_POINTS = 4000  # points per scatter/line: enough for the eye, small PNGs for 90k agents

@@ -29,8 +29,6 @@ from ldp_audit.report._tables import (
 )
 from ldp_audit.report.markdown import count_noun
 
-__all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
-
 #: figure name -> caption, in display order.
 FIGURE_TITLES = {
     "ledger": "Spent epsilon over submissions and per-agent spend",

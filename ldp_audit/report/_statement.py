@@ -27,8 +27,6 @@ from typing import Any
 from ldp_audit.report.markdown import count_noun
 from ldp_audit.rundir.files import fmt_number, json_real
 
-__all__ = ["MEANINGFUL_EPSILON", "NOT_RECORDED", "STATEMENT_SCHEMA", "privacy_statement"]
-
 STATEMENT_SCHEMA = "ldp-audit-privacy-statement/1"
 #: Above this epsilon per privacy unit (or at infinity) a claim is reported as giving no
 #: protection: e^10 > 22,000, so an attacker's odds on the unit's secret may grow 22,000-fold.
