@@ -31,6 +31,7 @@ from ldp_audit.cli.types import (
 )
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.report import check_report_out
+from ldp_audit.report._load import json_files
 from ldp_audit.rundir import (
     RunDir,
     to_jsonable,
@@ -204,16 +205,9 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
         return []
     from ldp_audit.accountant.keys import load_key
 
-    files: list[Path] = []
-    for e in args.extra:
-        base = Path(e)
-        if base.is_dir():
-            files += sorted(f for f in base.glob("*.json") if f.is_file())
-        elif base.is_file():
-            files.append(base)
     key = load_key(create=False)
     problems = []
-    for f in files:
+    for f in [f for e in args.extra for f in json_files(Path(e)) if f.is_file()]:
         try:
             doc = json.loads(f.read_text())
         except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError

@@ -144,26 +144,17 @@ def _ledger_check(run: RunData) -> dict[str, Any]:
     return {"ok": ok, "authenticated": auth, "words": words, "detail": res.to_dict()}
 
 
-def release_counts(releases: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Releases per ledger id (ids in natural order) of a system's ``releases``."""
-    c = Counter(releases)
-    ids = sorted(c, key=_natural)
-    return np.array([c[a] for a in ids], dtype=np.int64), ids
-
-
 def _ledger_section(
     run: RunData, led: LedgerStats, top: int, releases: list[str] | None = None
 ) -> dict[str, Any]:
     # with the system's releases (the ledger id of every transcript row) the ledger is checked
     # against them; without, agents come from the ledger alone
     known = releases is not None
-    if known:
-        counts, ids = release_counts(releases or [])
-    else:
-        counts, ids = np.zeros(0, np.int64), list(led.agents)
+    tr_counts = Counter(releases or [])  # releases per id (ids in natural order)
+    ids = sorted(tr_counts, key=_natural) if known else list(led.agents)
+    counts = np.array([tr_counts[a] for a in ids] if known else [], dtype=np.int64)
     in_ledger = set(led.agents)
     uncharged = [a for a in ids if a not in in_ledger] if known else []
-    tr_counts = dict(zip(ids, counts.tolist(), strict=True)) if known else {}
     # per agent, the ledger's charges against the transcript's releases: fewer charges than
     # releases is spend that was never accounted (an agent with none is `uncharged` above);
     # more is charged-not-released (a prepaid block, an interrupted release): the safe side

@@ -179,10 +179,9 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         seen = {method}
         for src, table in (("metrics.json privacy.by_method", by_method), ("ledger", ledger_by)):
             for m, v in table.items():
-                if m in seen:
-                    continue
-                seen.add(m)
-                alts.append(_alt(m, v, src))
+                if m not in seen:
+                    seen.add(m)
+                    alts.append(_alt(m, v, src))
     elif led is not None and (led.best.size or led.central):
         # no statement of its own: the ledger's largest spend is the claim
         if led.best.size:
