@@ -72,7 +72,8 @@ _MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ldp_audit.cli.types import HelpParser  # shows defaults in every subcommand's help
+    # HelpParser shows defaults in every subcommand's help
+    from ldp_audit.cli.types import HelpParser, group_common_options, refuse_blank_paths
 
     epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
     parser = HelpParser(
@@ -80,16 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Audit, attack and account the privacy of locally private distributed RL.",
         epilog=epilog,
     )
-    import ldp_audit
+    from ldp_audit import __version__
 
-    version = getattr(ldp_audit, "__version__", "unknown")
-    parser.add_argument("--version", action="version", version=f"ldp-audit {version}")
+    parser.add_argument("--version", action="version", version=f"ldp-audit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _MODULES:
         importlib.import_module(name).register(sub)
-    from ldp_audit.cli.types import group_common_options, refuse_blank_paths
-
     refuse_blank_paths(parser)  # --out '' never falls back to a default (e.g. into a run)
     group_common_options(parser)  # -h: the shared options first, then the command's own
     return parser
