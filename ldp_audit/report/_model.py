@@ -18,6 +18,7 @@ from ldp_audit.report._audits import attack_section, audit_section
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
 from ldp_audit.report._verdict import claim_section, report_verdict
+from ldp_audit.rundir import RunDir, verify_manifest, verify_run
 from ldp_audit.rundir.files import json_real
 
 SCHEMA = "ldp-audit-report/1"
@@ -61,8 +62,6 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
 
 def _status_section(run: RunData) -> dict[str, Any]:
     """Run status (config.json / manifest.json) and the manifest check (evidence intact?)."""
-    from ldp_audit.rundir import RunDir, verify_manifest
-
     status = run.config.get("status")
     try:
         man = verify_manifest(run.path)
@@ -111,8 +110,6 @@ def _ledger_check(run: RunData) -> dict[str, Any]:
     (id, rows, chain head, metadata digest) and both MACs, by
     :func:`ldp_audit.rundir.verify_run` (the checks on open, not the whole chain walk, which
     ``report`` runs before it reads anything): ``{"ok", "words", "authenticated", "detail"}``."""
-    from ldp_audit.rundir import verify_run
-
     try:
         res = verify_run(run.path, full=False)
     except Exception as exc:  # reported, never fatal
