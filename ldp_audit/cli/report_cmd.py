@@ -32,6 +32,7 @@ from ldp_audit.cli.types import (
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.report import check_report_out
 from ldp_audit.report._load import json_files
+from ldp_audit.report.browser import find_chromium, screenshot
 from ldp_audit.rundir import (
     RunDir,
     to_jsonable,
@@ -116,8 +117,6 @@ def register(subparsers: Any) -> None:
 
 def _need_chromium() -> None:
     """--screenshot without Chromium: refuse before any work."""
-    from ldp_audit.report.browser import find_chromium
-
     if find_chromium() is None:
         raise InvalidParameterError(
             "--screenshot needs chromium on PATH (scripts/ensure_chromium.sh installs it), "
@@ -126,8 +125,6 @@ def _need_chromium() -> None:
 
 
 def _screenshot(paths: dict[str, Path]) -> None:
-    from ldp_audit.report.browser import screenshot
-
     paths["screenshot"] = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
 
 
@@ -136,7 +133,7 @@ def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ldp_audit.report import build_report
+    from ldp_audit.report import build_report  # at call time: tests patch it where it is defined
 
     if args.screenshot:
         _need_chromium()
