@@ -54,8 +54,7 @@ def check_evidence(args: argparse.Namespace, name: str = "--run-dir", more: Any 
     (rundir.require_verified), then ``more(args)``: the problems of further evidence (report's
     EXTRA analyses), kept as ``args.unsealed``; unverified and allowed, the banner goes first
     (stderr with --json)."""
-    from ldp_audit.rundir import require_verified
-    from ldp_audit.rundir.verify import unverified_banner
+    from ldp_audit.rundir.verify import require_verified, unverified_banner
 
     res = require_verified(
         args.run_dir,
