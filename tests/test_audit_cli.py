@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 
@@ -18,7 +19,12 @@ from ldp_audit.errors import LdpAuditError
 
 
 def run_cli(argv: list[str]) -> int:
-    """Mirror ldp_audit.cli.main with only the audit subcommand registered."""
+    """Mirror ldp_audit.cli.main with only the audit subcommand registered (main puts the
+    current folder last on sys.path, where MODULE:ATTR is found)."""
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.append(cwd)
     parser = argparse.ArgumentParser(prog="ldp-audit")
     sub = parser.add_subparsers(dest="command")
     audit_cmd.register(sub)
@@ -28,6 +34,9 @@ def run_cli(argv: list[str]) -> int:
     except LdpAuditError as exc:
         print(f"ldp-audit: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
 
 
 STRICT = ["--confidence", "0.9999999"]

@@ -72,7 +72,8 @@ _MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ldp_audit.cli.types import HelpParser  # shows defaults in every subcommand's help
+    # HelpParser shows defaults in every subcommand's help
+    from ldp_audit.cli.types import HelpParser, group_common_options, refuse_blank_paths
 
     epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
     parser = HelpParser(
@@ -80,26 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Audit, attack and account the privacy of locally private distributed RL.",
         epilog=epilog,
     )
-    import ldp_audit
+    from ldp_audit import __version__
 
-    version = getattr(ldp_audit, "__version__", "unknown")
-    parser.add_argument("--version", action="version", version=f"ldp-audit {version}")
+    parser.add_argument("--version", action="version", version=f"ldp-audit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _MODULES:
         importlib.import_module(name).register(sub)
-    from ldp_audit.cli.types import group_common_options, refuse_blank_paths
-
     refuse_blank_paths(parser)  # --out '' never falls back to a default (e.g. into a run)
     group_common_options(parser)  # -h: the shared options first, then the command's own
     return parser
-
-
-def _silence_broken_pipe() -> None:
-    """stdout closed early (``ldp-audit ... --json | head``): exit quietly, no traceback."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
@@ -224,8 +215,9 @@ def _main(argv: list[str] | None) -> int:
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
-    except BrokenPipeError:
-        _silence_broken_pipe()
+    except BrokenPipeError:  # stdout closed early (``... --json | head``): quiet, no traceback
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except (LdpAuditError, SystemExit) as exc:  # a SystemExit is never ours once the command
         why = _user_exit(exc) if isinstance(exc, SystemExit) else exc  # runs: user code's

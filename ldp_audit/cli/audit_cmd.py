@@ -23,13 +23,10 @@ prints ``AuditResult.to_dict()`` on stdout.
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import json
 import math
-import os
 import re
-import sys
 from typing import Any
 
 from ldp_audit import systems
@@ -40,6 +37,7 @@ from ldp_audit.cli.types import (
     add_flags,
     add_int,
     add_real,
+    closest,
     confidence,
     int_at_least,
     key_value,
@@ -242,21 +240,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def load_object(spec: str, what: str) -> Any:
-    """Import ``MODULE:ATTR`` (ATTR may be dotted) with :func:`ldp_audit.systems.resolve`, the
-    current directory on sys.path.
-
-    Raises:
-        InvalidParameterError: malformed spec; UserCodeError (one): a module that is missing or
-            raised while being imported (the original is the ``__cause__``), a missing attribute.
-    """
-    if os.getcwd() not in sys.path:  # last: a user module found, an installed one not shadowed
-        sys.path.append(os.getcwd())
-    return systems.resolve(spec, what)
-
-
 def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
-    obj = load_object(spec, "--mechanism")
+    obj = systems.resolve(spec, "--mechanism")
     if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "privatize")):
         try:
             obj = obj(**params)
@@ -286,7 +271,7 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
 
 
 def _user_pairs(spec: str) -> list[Any]:
-    obj = load_object(spec, "--pairs")
+    obj = systems.resolve(spec, "--pairs")
     if callable(obj):
         try:
             obj = obj()
@@ -305,7 +290,7 @@ def _user_pairs(spec: str) -> list[Any]:
 def _user_statistic(spec: str, what: str = "--statistic", sig: str = "stat") -> Any:
     """``--statistic MODULE:FUNCTION`` (or ``--event``'s): the named callable (checked on the
     outputs by the audit itself: shape, real, finite; raising is a ``UserCodeError``)."""
-    fn = load_object(spec, what)
+    fn = systems.resolve(spec, what)
     if not callable(fn):
         raise InvalidParameterError(
             f"{what} {spec!r} must name a function {sig}(outputs, x, x_prime), got "
@@ -354,8 +339,8 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     _refuse(given, given - {"domain", "seeding"}, "can only be used with --scalar")
     if name not in BUILTIN:
         if ":" not in name:
-            close = difflib.get_close_matches(name, BUILTIN, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            close = closest(name, BUILTIN)
+            hint = f" (did you mean {close!r}?)" if close else ""
             raise InvalidParameterError(
                 f"unknown --mechanism {name!r}{hint}; built-ins: {', '.join(BUILTIN)}; or "
                 "MODULE:ATTR for your own mechanism (a non-private baseline has no claim to "
@@ -415,7 +400,7 @@ def _scalar_mechanism(args: argparse.Namespace, given: set[str]) -> Any:
         )
     from ldp_audit.audit import from_scalar
 
-    fn = load_object(spec, "--mechanism")
+    fn = systems.resolve(spec, "--mechanism")
     return from_scalar(
         fn,
         epsilon=args.epsilon,

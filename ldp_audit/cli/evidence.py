@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from ldp_audit.cli.types import add_flags
+from ldp_audit.errors import InvalidParameterError
 
 
 def evidence_args(
@@ -44,8 +45,6 @@ def run_dir_only(args: argparse.Namespace, dests: tuple[str, ...], why: str) -> 
     not given, instead of ignoring them."""
     given = [d for d in dests if getattr(args, d, None) not in (None, False)]
     if given and args.run_dir is None:
-        from ldp_audit.errors import InvalidParameterError
-
         opts = ", ".join(f"--{d}".replace("_", "-") for d in given)
         raise InvalidParameterError(f"{opts} applies {why}")
 
@@ -55,8 +54,7 @@ def check_evidence(args: argparse.Namespace, name: str = "--run-dir", more: Any 
     (rundir.require_verified), then ``more(args)``: the problems of further evidence (report's
     EXTRA analyses), kept as ``args.unsealed``; unverified and allowed, the banner goes first
     (stderr with --json)."""
-    from ldp_audit.rundir import require_verified
-    from ldp_audit.rundir.verify import unverified_banner
+    from ldp_audit.rundir.verify import require_verified, unverified_banner
 
     res = require_verified(
         args.run_dir,

@@ -31,6 +31,8 @@ from ldp_audit.cli.types import (
 )
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.report import check_report_out
+from ldp_audit.report._load import json_files
+from ldp_audit.report.browser import find_chromium, screenshot
 from ldp_audit.rundir import (
     RunDir,
     to_jsonable,
@@ -115,8 +117,6 @@ def register(subparsers: Any) -> None:
 
 def _need_chromium() -> None:
     """--screenshot without Chromium: refuse before any work."""
-    from ldp_audit.report.browser import find_chromium
-
     if find_chromium() is None:
         raise InvalidParameterError(
             "--screenshot needs chromium on PATH (scripts/ensure_chromium.sh installs it), "
@@ -125,8 +125,6 @@ def _need_chromium() -> None:
 
 
 def _screenshot(paths: dict[str, Path]) -> None:
-    from ldp_audit.report.browser import screenshot
-
     paths["screenshot"] = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
 
 
@@ -135,7 +133,7 @@ def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ldp_audit.report import build_report
+    from ldp_audit.report import build_report  # at call time: tests patch it where it is defined
 
     if args.screenshot:
         _need_chromium()
@@ -204,16 +202,9 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
         return []
     from ldp_audit.accountant.keys import load_key
 
-    files: list[Path] = []
-    for e in args.extra:
-        base = Path(e)
-        if base.is_dir():
-            files += sorted(f for f in base.glob("*.json") if f.is_file())
-        elif base.is_file():
-            files.append(base)
     key = load_key(create=False)
     problems = []
-    for f in files:
+    for f in [f for e in args.extra for f in json_files(Path(e)) if f.is_file()]:
         try:
             doc = json.loads(f.read_text())
         except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError

@@ -300,12 +300,11 @@ def _group_rank(leaf: argparse.ArgumentParser, group: Any) -> int:
     return 0 if group is leaf._positionals else 1 if required else 2
 
 
-def group_common_options(parser: argparse.ArgumentParser, share: float = 0.5) -> list[str]:
+def group_common_options(parser: argparse.ArgumentParser, share: float = 0.5) -> None:
     """In every subcommand's ``-h``, the options most subcommands share (``--out``, ``--seed``,
     ``--json``, ...: taken by at least ``share`` of them) come first, in a group of their own,
     then the command's own options (issue 39: most option strings belong to one subcommand
-    only). Only the help's layout changes: parsing, defaults and usage lines are untouched.
-    Returns the shared option strings."""
+    only). Only the help's layout changes: parsing, defaults and usage lines are untouched."""
     leaves = _leaves(parser)
     counts: dict[str, int] = {}
     for leaf in leaves:
@@ -329,7 +328,6 @@ def group_common_options(parser: argparse.ArgumentParser, share: float = 0.5) ->
         groups.remove(group)
         groups.insert(groups.index(own), group)  # shared ones first, then the command's
         groups.sort(key=functools.partial(_group_rank, leaf))
-    return common
 
 
 def closest(word: str, candidates: Iterable[str]) -> str | None:

@@ -37,6 +37,7 @@ from ldp_audit.report._load import (
 from ldp_audit.report._model import SCHEMA, build_parts
 from ldp_audit.report._render import render_html, render_json, render_markdown
 from ldp_audit.rundir.files import json_real
+from ldp_audit.rundir.paths import is_run_dir
 from ldp_audit.validation import check_int
 
 __all__ = [
@@ -89,7 +90,6 @@ class Report:
         out = check_report_out(out_dir, overwrite=overwrite)
         if overwrite and out.exists() and any(out.iterdir()):
             shutil.rmtree(out)
-        from ldp_audit.rundir.paths import is_run_dir
         from ldp_audit.rundir.seal import REPORT_FILES, seal_analyses
 
         figs = out / "figures"
@@ -136,7 +136,6 @@ def check_report_out(
     """
     from ldp_audit.errors import RunDirectoryError
     from ldp_audit.rundir import check_new_dir
-    from ldp_audit.rundir.paths import is_run_dir
 
     out = Path(out_dir)
     if out.is_dir() and is_run_dir(out):

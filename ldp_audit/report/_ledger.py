@@ -7,6 +7,7 @@ tightest valid method, so the numbers in a report are the numbers the accountant
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -16,8 +17,6 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import LdpAuditError, RunDirectoryError
-
-__all__ = ["LedgerStats", "read_ledger"]
 
 
 @dataclass(frozen=True)
@@ -136,8 +135,6 @@ _MAX_KINDS = 12
 def _event_kinds(ledger: Any) -> dict[str, list[dict[str, Any]]] | None:
     """The distinct events charged per scope (what the ledger says was released), or None when
     the ledger cannot list its histories (the report then says "not recorded")."""
-    import json
-
     from ldp_audit.accountant.events import event_from_json
 
     out: dict[str, list[dict[str, Any]]] = {}
@@ -181,8 +178,6 @@ def _central_by_method(acc: Any, central: dict[str, float] | None, delta: float)
 
 def _recorded_budget(ledger: Any) -> dict[str, Any] | None:
     """The budget the accountant recorded in the ledger's metadata, if any."""
-    import json
-
     text = ledger.meta().get("budget")
     if not text:
         return None

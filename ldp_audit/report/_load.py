@@ -24,13 +24,6 @@ from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir.files import read_json
 from ldp_audit.rundir.reader import RunDir
 
-__all__ = [
-    "RunData",
-    "load_run",
-    "REQUIRED_FILES",
-    "OPTIONAL_FILES",
-]
-
 #: Files every run of any system has (the run-directory contract) and the core report cannot be
 #: built without (a system's sections may need more).
 REQUIRED_FILES = ("config.json", "ledger.sqlite", "metrics.json")
@@ -127,6 +120,11 @@ def _check_attack(path: Path, a: Any) -> dict[str, Any]:
     return a
 
 
+def json_files(base: Path) -> list[Path]:
+    """The ``*.json`` files of the folder ``base`` (sorted), or ``[base]`` itself."""
+    return sorted(f for f in base.glob("*.json") if f.is_file()) if base.is_dir() else [base]
+
+
 def _classify(obj: Any) -> str | None:
     """ "audit" (an AuditResult dict or a list of them), "attack" (an AttackResult dict) or None."""
     if isinstance(obj, dict) and "epsilon_lower_bound" in obj and "claimed_epsilon" in obj:
@@ -147,15 +145,14 @@ def _read_extra(
     attacks: list[tuple[Path, dict[str, Any]]] = []
     for base in paths:
         if base.is_dir():
-            files = sorted(f for f in base.glob("*.json") if f.is_file())
             strict = {"audit.json"} | {f.name for f in base.glob("attack_*.json")}
         elif base.is_file():
-            files, strict = [base], {base.name}
+            strict = {base.name}
         else:
             raise RunDirectoryError(
                 f"extra must be existing folders or JSON files, got {str(base)!r} (not found)"
             )
-        for f in files:
+        for f in json_files(base):
             obj = read_json(f.parent, f.name)
             kind = _classify(obj)
             if kind is None:
@@ -238,8 +235,7 @@ def one_run_audit_documents(
     skipped (a report shows what exists)."""
     cands = [Path(run_dir) / "attack_membership.json"]
     for e in extra or []:
-        e = Path(e)
-        cands.extend(sorted(e.glob("*.json")) if e.is_dir() else [e])
+        cands.extend(json_files(Path(e)))
     out: list[tuple[str, dict[str, Any]]] = []
     for f in cands:
         try:

@@ -18,9 +18,8 @@ from ldp_audit.report._audits import attack_section, audit_section
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
 from ldp_audit.report._verdict import claim_section, report_verdict
+from ldp_audit.rundir import RunDir, verify_manifest, verify_run
 from ldp_audit.rundir.files import json_real
-
-__all__ = ["build_parts", "SCHEMA"]
 
 SCHEMA = "ldp-audit-report/1"
 
@@ -43,7 +42,7 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
         "audit.json": run.audits is not None,
         "attack_*.json": sorted(f"attack_{k}.json" for k in run.attacks),
     }
-    out: dict[str, Any] = {
+    return {
         "algorithm": cfg["algorithm"],
         "seed": cfg["seed"],
         "created": cfg.get("created"),
@@ -57,15 +56,12 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
             + [m for m in missing if m not in (run.sources.get("missing") or "")]
         )
         or None,
+        "status": _status_section(run),
     }
-    out["status"] = _status_section(run)
-    return out
 
 
 def _status_section(run: RunData) -> dict[str, Any]:
     """Run status (config.json / manifest.json) and the manifest check (evidence intact?)."""
-    from ldp_audit.rundir import RunDir, verify_manifest
-
     status = run.config.get("status")
     try:
         man = verify_manifest(run.path)
@@ -114,8 +110,6 @@ def _ledger_check(run: RunData) -> dict[str, Any]:
     (id, rows, chain head, metadata digest) and both MACs, by
     :func:`ldp_audit.rundir.verify_run` (the checks on open, not the whole chain walk, which
     ``report`` runs before it reads anything): ``{"ok", "words", "authenticated", "detail"}``."""
-    from ldp_audit.rundir import verify_run
-
     try:
         res = verify_run(run.path, full=False)
     except Exception as exc:  # reported, never fatal
@@ -147,26 +141,17 @@ def _ledger_check(run: RunData) -> dict[str, Any]:
     return {"ok": ok, "authenticated": auth, "words": words, "detail": res.to_dict()}
 
 
-def release_counts(releases: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Releases per ledger id (ids in natural order) of a system's ``releases``."""
-    c = Counter(releases)
-    ids = sorted(c, key=_natural)
-    return np.array([c[a] for a in ids], dtype=np.int64), ids
-
-
 def _ledger_section(
     run: RunData, led: LedgerStats, top: int, releases: list[str] | None = None
 ) -> dict[str, Any]:
     # with the system's releases (the ledger id of every transcript row) the ledger is checked
     # against them; without, agents come from the ledger alone
     known = releases is not None
-    if known:
-        counts, ids = release_counts(releases or [])
-    else:
-        counts, ids = np.zeros(0, np.int64), list(led.agents)
+    tr_counts = Counter(releases or [])  # releases per id (ids in natural order)
+    ids = sorted(tr_counts, key=_natural) if known else list(led.agents)
+    counts = np.array([tr_counts[a] for a in ids] if known else [], dtype=np.int64)
     in_ledger = set(led.agents)
     uncharged = [a for a in ids if a not in in_ledger] if known else []
-    tr_counts = dict(zip(ids, counts.tolist(), strict=True)) if known else {}
     # per agent, the ledger's charges against the transcript's releases: fewer charges than
     # releases is spend that was never accounted (an agent with none is `uncharged` above);
     # more is charged-not-released (a prepaid block, an interrupted release): the safe side

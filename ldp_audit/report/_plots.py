@@ -18,19 +18,6 @@ from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
 from ldp_audit.report.markdown import count_noun as plural
 
-__all__ = [
-    "figure_png",
-    "legend_below",
-    "thin",
-    "ledger_figure",
-    "audit_figure",
-    "profile_figure",
-    "tradeoff_figure",
-    "attack_figure",
-    "ceiling",
-    "spend_over_releases",
-]
-
 _BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
 _CYCLE = (_BLUE, _ORANGE, _GREEN, "#9467bd")  # one colour per audit in the profile figures
 _MAX_POINTS = 4000  # points per scatter/line: enough for the eye, small PNGs for 90k agents
@@ -42,6 +29,12 @@ def figure_png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     return buf.getvalue()
+
+
+def _figure(height: float, panels: int = 1) -> tuple[Figure, Any]:
+    """A figure 10 inches wide (constrained layout) and its ``panels`` axes side by side."""
+    fig = Figure(figsize=(10, height), layout="constrained")
+    return fig, fig.subplots(1, panels)
 
 
 def _short_mech(name: Any) -> str:
@@ -131,8 +124,7 @@ def ledger_figure(
     """Spent epsilon over releases (when the system gives its ``releases``) or the spend per
     ledger scope with the run's one claimed epsilon marked (from ``model``), beside the
     distribution of per-agent spend."""
-    fig = Figure(figsize=(10, 4.4), layout="constrained")
-    ax1, ax2 = fig.subplots(1, 2)
+    fig, (ax1, ax2) = _figure(4.4, 2)
     if releases is None:
         claim = ((model or {}).get("privacy_statement") or {}).get("claim") or {}
         _scope_panel(ax1, led, claim)
@@ -264,8 +256,7 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
     rows = [(r, v) for r in res for v in r["verdicts"]]
     if not rows:
         return None
-    fig = Figure(figsize=(10, 1.8 + 0.55 * len(rows)), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = _figure(1.8 + 0.55 * len(rows))
     keys = ("claimed_epsilon", "exact_epsilon")
     xs = np.array(  # None: NaN
         [
@@ -324,8 +315,7 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
     res = [r for r in model["audits"]["results"] if r.get("profile")]
     if not res:
         return None
-    fig = Figure(figsize=(10, 3.9), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = _figure(3.9)
     pos = [d for r in res for d in r["profile"]["delta"] if d > 0]
     lin = min(pos) / 10 if pos else 1e-6
     top = 0.0
@@ -369,8 +359,7 @@ def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
     res = [r for r in model["audits"]["results"] if r.get("tradeoff")]
     if not res:
         return None
-    fig = Figure(figsize=(10, 4.6), layout="constrained")
-    ax_lin, ax_log = fig.subplots(1, 2)
+    fig, (ax_lin, ax_log) = _figure(4.6, 2)
     pos: list[float] = []
     for i, r in enumerate(res):
         t = r["tradeoff"]
@@ -416,8 +405,7 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     if not res:
         return None
     eps_default = model["ledger"]["epsilon_per_submission"] or 1.0
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = _figure(4.2)
     ks = sorted({int(r["k"]) if isinstance(r["k"], (int, float)) else 3 for r in res})
     finite = [e for r in res if math.isfinite(e := r["epsilon"] or eps_default)]
     # default: every attacked run non-private (epsilon inf), the ceiling is 1

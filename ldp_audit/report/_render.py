@@ -20,7 +20,6 @@ from ldp_audit.report._summary import (
     summary_rows,
 )
 from ldp_audit.report._tables import (
-    cell_html,
     cell_text,
     html_table,
     md_table,
@@ -28,8 +27,6 @@ from ldp_audit.report._tables import (
     top_title,
 )
 from ldp_audit.report.markdown import count_noun
-
-__all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
 
 #: figure name -> caption, in display order.
 FIGURE_TITLES = {
@@ -381,7 +378,7 @@ def _head(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> None:
     d.add(f"<h1>{esc(title)}</h1>", f"# {title}")
     d.add(
         f'<div class="sub">Run directory <code>{esc(m["run_dir"])}</code> &middot; seed '
-        f"{cell_html(run['seed'])} &middot; status {esc(run['status']['run'])} &middot; "
+        f"{esc(cell_text(run['seed']))} &middot; status {esc(run['status']['run'])} &middot; "
         f"generated {esc(m['generated'])} by ldp-audit</div>",
         f"Run directory `{m['run_dir']}`, seed {run['seed']}, status {run['status']['run']}, "
         f"generated {m['generated']}.",

@@ -28,8 +28,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["registered_sections", "system_report", "validate_section"]
-
 
 def registered_sections() -> dict[str, str]:
     """``algorithm`` (config.json "algorithm") -> ``"module:function"`` giving its report

@@ -27,8 +27,6 @@ from typing import Any
 from ldp_audit.report.markdown import count_noun
 from ldp_audit.rundir.files import fmt_number, json_real
 
-__all__ = ["MEANINGFUL_EPSILON", "NOT_RECORDED", "STATEMENT_SCHEMA", "privacy_statement"]
-
 STATEMENT_SCHEMA = "ldp-audit-privacy-statement/1"
 #: Above this epsilon per privacy unit (or at infinity) a claim is reported as giving no
 #: protection: e^10 > 22,000, so an attacker's odds on the unit's secret may grow 22,000-fold.
@@ -181,10 +179,9 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         seen = {method}
         for src, table in (("metrics.json privacy.by_method", by_method), ("ledger", ledger_by)):
             for m, v in table.items():
-                if m in seen:
-                    continue
-                seen.add(m)
-                alts.append(_alt(m, v, src))
+                if m not in seen:
+                    seen.add(m)
+                    alts.append(_alt(m, v, src))
     elif led is not None and (led.best.size or led.central):
         # no statement of its own: the ledger's largest spend is the claim
         if led.best.size:

@@ -13,17 +13,6 @@ import html
 import re
 from typing import Any
 
-__all__ = [
-    "GLOSSARY",
-    "glossary_html",
-    "glossary_markdown",
-    "glossary_used",
-    "link_terms",
-    "summary_rows",
-    "term_anchor",
-    "TOC",
-]
-
 #: term -> definition; a term is linked (to :func:`term_anchor`) where it first appears in the
 #: page's text.
 GLOSSARY: dict[str, str] = {
@@ -149,10 +138,7 @@ def glossary_html(terms: list[str]) -> str:
 
 def glossary_markdown(terms: list[str]) -> list[str]:
     """The glossary section of the Markdown report."""
-    out = ["## Glossary", ""]
-    for t in terms:
-        out += [f"- **{t}**: {GLOSSARY[t]}"]
-    return [*out, ""]
+    return ["## Glossary", "", *(f"- **{t}**: {GLOSSARY[t]}" for t in terms), ""]
 
 
 def _pattern(term: str) -> re.Pattern[str]:

@@ -36,10 +36,6 @@ def cell_text(v: Any, nd: int = 4) -> str:
     return str(v)
 
 
-def cell_html(v: Any, nd: int = 4) -> str:
-    return html.escape(cell_text(v, nd))
-
-
 def _short(v: Any, k: int = 4) -> str:
     if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
         head = ", ".join(f"{x:.4g}" for x in v[:k])
@@ -288,7 +284,7 @@ def html_table(head: list[str], rows: list[list[Any]]) -> str:
         out.append("<tr>")
         for c in r:
             cls = ' class="num"' if isinstance(c, (int, float)) and not isinstance(c, bool) else ""
-            txt = cell_html(c)
+            txt = html.escape(cell_text(c))
             if txt in ("VIOLATION", "EXCEEDS CEILING"):
                 txt = f'<span class="bad">{txt}</span>'
             elif txt.startswith("ABOVE CHANCE"):

@@ -292,8 +292,7 @@ def report_verdict(
         )
     else:
         not_verified.append(st["evidence"][0].upper() + st["evidence"][1:] + ".")
-    if st.get("ledger_check"):
-        lc = st["ledger_check"]
+    if lc := st.get("ledger_check"):
         (verified if lc["ok"] else not_verified).append(lc["words"])
     if run.get("extra"):
         not_verified.append(
@@ -394,9 +393,8 @@ def report_verdict(
     evidence_changed = bool(st["changed"] or st["missing"])
     audited = aud["status"] == "run" or bool(one_run)
     if violations:
-        first = violations[0]
         status = "violation"
-        label, rest = first.split(":", 1)
+        label, rest = violations[0].split(":", 1)
         headline = f"{noun(len(violations), 'privacy violation')} found. {label.capitalize()}: "
         headline += rest.strip().split(". ")[0].rstrip(".") + "."
     elif not meaningful:

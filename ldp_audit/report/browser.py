@@ -68,16 +68,6 @@ def chromium_command(binary: str, user_data_dir: str | Path, *extra: str) -> lis
     return [binary, *_FLAGS, f"--user-data-dir={user_data_dir}", *extra]
 
 
-def _binary(binary: str | None) -> str:
-    b = binary or find_chromium()
-    if b is None:
-        raise InvalidParameterError(
-            "chromium must be installed to render a report (run scripts/ensure_chromium.sh), "
-            "found none on PATH"
-        )
-    return b
-
-
 def page_check(
     html_path: str | Path, *, width: int = 1100, binary: str | None = None, timeout: float = 60.0
 ) -> dict:
@@ -102,10 +92,14 @@ def _chromium(
     binary: str | None, size: str, *args: str, timeout: float
 ) -> subprocess.CompletedProcess[str]:
     """Run Chromium headless with a fresh profile, a ``size`` ("W,H") window and ``args``."""
-    with tempfile.TemporaryDirectory(prefix="ldp-audit-chromium-") as tmp:
-        cmd = chromium_command(
-            _binary(binary), Path(tmp) / "profile", f"--window-size={size}", *args
+    binary = binary or find_chromium()
+    if binary is None:
+        raise InvalidParameterError(
+            "chromium must be installed to render a report (run scripts/ensure_chromium.sh), "
+            "found none on PATH"
         )
+    with tempfile.TemporaryDirectory(prefix="ldp-audit-chromium-") as tmp:
+        cmd = chromium_command(binary, Path(tmp) / "profile", f"--window-size={size}", *args)
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
