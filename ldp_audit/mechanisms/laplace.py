@@ -15,6 +15,7 @@ from ldp_audit.mechanisms.base import (
     as_pair_batches,
     check_dim,
     check_no_overflow,
+    check_optional,
     clip_l1,
     private_epsilon,
 )
@@ -135,8 +136,7 @@ class DiscreteLaplace(Mechanism):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        if self.resolution is not None:
-            object.__setattr__(self, "resolution", check_positive(self.resolution, "resolution"))
+        check_optional(self, "resolution", check_positive)
         # noise scale about (C + d gamma) / epsilon; gamma <= C at the default resolution
         step = self.clip if self.resolution is None else max(self.clip, self.resolution)
         check_no_overflow(2.0 * step / self.epsilon, self.clip, "the noise scale clip / epsilon")
