@@ -151,9 +151,7 @@ class DiscreteLaplace(Mechanism):
         d = check_dim(dim)
         return int(math.ceil(self.clip / self.grid_step(d) - 1e-12)) + d
 
-    def clip_rows(self, x: np.ndarray) -> np.ndarray:
-        """Eq. 19: clip each row to L1 norm C/2."""
-        return clip_l1(x, self.clip / 2.0)
+    clip_rows = Laplace.clip_rows  # eq. 19: clip each row to L1 norm C/2
 
     def grid_centres(self, x: np.ndarray) -> np.ndarray:
         """k = round(c(x) / gamma) as int64 (|k_j| <= C / (2 gamma) + 1)."""
