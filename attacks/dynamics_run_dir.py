@@ -314,21 +314,6 @@ def prediction_result(
 _GENERIC_CHUNK = 2048
 
 
-def _private_parameter(cfg: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    pp = cfg.get("private_parameter")
-    if not isinstance(pp, dict) or not isinstance(pp.get("name"), str):
-        raise RunDirectoryError(
-            f"{run_dir}: config.json declares no private_parameter (name, values): the generic "
-            "dynamics attack needs one (docs/own-loop.md)"
-        )
-    vals = pp.get("values")
-    if not isinstance(vals, list) or len(vals) < 2:
-        raise RunDirectoryError(
-            f"{run_dir}: private_parameter.values must list >= 2 candidates, got {vals!r}"
-        )
-    return pp
-
-
 def _run_mechanism(cfg: dict[str, Any], generic: bool = False) -> Any:
     """The per-report mechanism of a run (``config.json``), as the attacker knows it: the
     non-private baseline of PGC-A3C (any run whose config says ``mechanism: none``; with
@@ -424,7 +409,17 @@ def attack_private_param_run(
     t0 = time.perf_counter()  # the attack's own time, recorded in its result's seconds
     run = RunDir(run_dir)
     cfg = run.config
-    pp = _private_parameter(cfg, run.path)
+    pp = cfg.get("private_parameter")
+    if not isinstance(pp, dict) or not isinstance(pp.get("name"), str):
+        raise RunDirectoryError(
+            f"{run.path}: config.json declares no private_parameter (name, values): the generic "
+            "dynamics attack needs one (docs/own-loop.md)"
+        )
+    if not isinstance(pp.get("values"), list) or len(pp["values"]) < 2:
+        raise RunDirectoryError(
+            f"{run.path}: private_parameter.values must list >= 2 candidates, got "
+            f"{pp.get('values')!r}"
+        )
     n_shadow = check_count(n_shadow, "n_shadow")
     alpha_at, _ = _alpha_at(alpha, method, cfg, 0.0)
     cands = np.sort(np.asarray(pp["values"], dtype=np.float64))

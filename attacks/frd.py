@@ -163,19 +163,6 @@ def _fedavg_features(
     return uk, feats
 
 
-def _classifier() -> Any:
-    """Standardise + L2 logistic regression: calibrated log-posteriors, so that the uploads of
-    one agent add up sensibly (gradient boosting measured worse on these features: docs/frd.md)."""
-    from sklearn.feature_selection import VarianceThreshold
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    return make_pipeline(
-        VarianceThreshold(), StandardScaler(), LogisticRegression(C=0.1, max_iter=2000)
-    )
-
-
 def attack_run_dir(
     run_dir: str | Path,
     *,
@@ -201,6 +188,11 @@ def attack_run_dir(
         and classifier; carried into the scored result)}``.
     """
     t0 = time.perf_counter()
+    from sklearn.feature_selection import VarianceThreshold
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     from ldp_audit.attacks.dynamics_shadow import ShadowGradientAttack
     from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
     from ldp_audit.training.frd.engine import train_many
@@ -239,9 +231,13 @@ def attack_run_dir(
     sy = sres.secret[skeys[:, 0], skeys[:, 1]]  # the attacker's own shadow agents
     if np.unique(sy).size < 2:
         raise RunDirectoryError(f"shadow agents drew a single {cfg.private_param}; raise n_shadow")
-    est = ShadowGradientAttack(
-        None, method="classifier", classifier=_classifier(), random_state=rng
-    ).fit(SX, sy)
+    # standardise + L2 logistic regression: calibrated log-posteriors, so that the uploads of
+    # one agent add up sensibly (gradient boosting measured worse on these features: docs/frd.md)
+    clf = make_pipeline(
+        VarianceThreshold(), StandardScaler(), LogisticRegression(C=0.1, max_iter=2000)
+    )
+    est = ShadowGradientAttack(None, method="classifier", classifier=clf, random_state=rng)
+    est.fit(SX, sy)
     ll_known = est.log_likelihood(X)  # columns: est.classes_ (the values shadows drew)
     cands = np.asarray(sorted(cfg.candidates), dtype=np.float64)
     ll = np.full((X.shape[0], cands.size), math.log(1e-300))

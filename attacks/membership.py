@@ -262,14 +262,6 @@ class TranscriptScorer:
         return np.where(np.isfinite(out), out, np.nanmin(out[np.isfinite(out)]) - 1.0)
 
 
-def _reports_per_agent(run_dir: Path, agents: np.ndarray) -> int:
-    from ldp_audit.rundir import RunDir
-
-    agent = RunDir(run_dir).arrays("transcript.npz", "agent")["agent"]
-    counts = np.bincount(agent.astype(np.int64), minlength=int(agents.max()) + 1)
-    return int(counts[agents].max())
-
-
 def run(
     trainer: Trainer,
     *,
@@ -349,7 +341,10 @@ def run(
     scores = np.asarray(scorer(run_dir, agents), dtype=np.float64)
 
     # --- scoring only ---
-    T = _reports_per_agent(run_dir, agents)
+    from ldp_audit.rundir import RunDir
+
+    agent = RunDir(run_dir).arrays("transcript.npz", "agent")["agent"]
+    T = int(np.bincount(agent.astype(np.int64), minlength=n_canaries)[agents].max())
     eps = mechanism_epsilon(mechanism)
     one = audit_scores(
         scores, included, delta=0.0, confidence=confidence, fractions=GUESS_FRACTIONS

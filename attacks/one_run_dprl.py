@@ -16,11 +16,18 @@ from ldp_audit.errors import RunDirectoryError
 __all__ = ["dprl_evidence", "audit_run"]
 
 
-def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
-    from ldp_audit.opacus.scoring import TRANSCRIPT_ARRAYS
+def dprl_evidence(run_dir: str | Path) -> Any:
+    """A dprl run's :class:`ldp_audit.opacus.scoring.Evidence`: the audit of ``train dprl``
+    goes through the same door as a user's Opacus loop (its embedded ``CanaryAudit`` recorded
+    the same per-update records). The claim is the run's DprlConfig (sigma, C, the expected
+    batch, the rate ``q``) and the public directions are dense (:func:`canary_directions`)."""
+    from ldp_audit.opacus.canaries import NOISE_SKETCH
+    from ldp_audit.opacus.scoring import TRANSCRIPT_ARRAYS, Evidence
     from ldp_audit.rundir import RunDir
+    from ldp_audit.training.dprl.privacy import canary_directions
     from ldp_audit.training.dprl.trainer import read_run
 
+    run_dir = Path(run_dir)
     run = read_run(run_dir)
     cfg = run["config"]
     if cfg.canaries < 2:
@@ -29,20 +36,6 @@ def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
             f"train with --canaries M to audit it in one run"
         )
     tr = RunDir(run_dir).arrays("transcript.npz", *TRANSCRIPT_ARRAYS)
-    return cfg, run["metrics"], run["model"], tr
-
-
-def dprl_evidence(run_dir: str | Path) -> Any:
-    """A dprl run's :class:`ldp_audit.opacus.scoring.Evidence`: the audit of ``train dprl``
-    goes through the same door as a user's Opacus loop (its embedded ``CanaryAudit`` recorded
-    the same per-update records). The claim is the run's DprlConfig (sigma, C, the expected
-    batch, the rate ``q``) and the public directions are dense (:func:`canary_directions`)."""
-    from ldp_audit.opacus.canaries import NOISE_SKETCH
-    from ldp_audit.opacus.scoring import Evidence
-    from ldp_audit.training.dprl.privacy import canary_directions
-
-    run_dir = Path(run_dir)
-    cfg, met, model, tr = _public(run_dir)
     batch = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
     s = cfg.layer_sizes
     shapes = [sh for a, b in zip(s[:-1], s[1:], strict=False) for sh in ([b, a], [b])]
@@ -77,10 +70,10 @@ def dprl_evidence(run_dir: str | Path) -> Any:
             "directions": "given",
             "claim": claim,
         },  # fmt: skip
-        metrics=met,
+        metrics=run["metrics"],
         transcript={**tr, "canary_projection": y},
         # black-box scores -<theta_T - theta_0, u_i> on the public directions
-        black_box=-(np.asarray(model["params"]) - np.asarray(model["initial"]))
+        black_box=-(np.asarray(run["model"]["params"]) - np.asarray(run["model"]["initial"]))
         @ canary_directions(cfg.n_params, cfg.canaries, cfg.canary_seed),
         algorithm="dprl",
         mechanism=cfg.mechanism_config(),

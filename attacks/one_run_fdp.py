@@ -215,13 +215,19 @@ def model_history(run_dir: Path) -> list[tuple[str, int]]:
         led.close()
 
 
-def _charged(run_dir: Path) -> tuple[float, float, int]:
-    """(sigma, q, T) of the DP-SGD updates charged to the run's ledger (agent ``model``)."""
+def claimed_lines(run_dir: str | Path) -> dict[str, Any]:
+    """The claimed privacy curve of a DP-SGD run, from what its ledger charged.
+
+    Unsampled Gaussian updates (REINFORCE): ``G_mu`` with ``mu = sqrt(T) / sigma`` (exact, Dong,
+    Roth & Su 2022). Poisson-sampled ones (DQN): dp_accounting's PLD (pessimistic, add-or-remove)
+    of the T-fold composition, its ``delta(eps)`` on a grid.
+    """
     from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
     from ldp_audit.accountant.events import event_from_json
 
+    run_dir = Path(run_dir)
     p = run_dir / "ledger.sqlite"
-    hist = model_history(run_dir)
+    hist = model_history(run_dir)  # (sigma, q, T) of the updates charged to agent "model"
     if len(hist) != 1:
         raise RunDirectoryError(
             f"{p}: the one-run tests need one kind of charged update, got {len(hist)} kinds"
@@ -232,23 +238,11 @@ def _charged(run_dir: Path) -> tuple[float, float, int]:
         q, ev = float(ev.sample_rate), ev.event
     if not isinstance(ev, GaussianEvent):
         raise RunDirectoryError(f"{p}: charged updates are {ev!r}, not (sampled) Gaussian")
-    return float(ev.noise_multiplier), q, T
-
-
-def claimed_lines(run_dir: str | Path) -> dict[str, Any]:
-    """The claimed privacy curve of a DP-SGD run, from what its ledger charged.
-
-    Unsampled Gaussian updates (REINFORCE): ``G_mu`` with ``mu = sqrt(T) / sigma`` (exact, Dong,
-    Roth & Su 2022). Poisson-sampled ones (DQN): dp_accounting's PLD (pessimistic, add-or-remove)
-    of the T-fold composition, its ``delta(eps)`` on a grid.
-    """
-    run_dir = Path(run_dir)
-    sigma, q, T = _charged(run_dir)
+    sigma = float(ev.noise_multiplier)
     if q >= 1.0:
         mu = math.sqrt(T) / sigma
         return {"kind": "G_mu", "mu": mu, "sigma": sigma, "q": q, "updates": T,
                 "lines": _gdp_lines(mu)}  # fmt: skip
-    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
     from ldp_audit.accountant.pld import event_pld, plan
 
     ev = PoissonSampledEvent(q, GaussianEvent(sigma))

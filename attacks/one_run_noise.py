@@ -87,6 +87,20 @@ def _power_ratio(dof: float, level: float, power: float = 0.95) -> float:
     return float(math.sqrt(chi2.ppf(level, dof) / chi2.ppf(power, dof)))
 
 
+def _noise_sq(
+    noise_sq: Any, dims: Any, sigma: Any, confidence: Any
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The (T, L) squared norms, the (L,) tensor sizes, sigma and the level, checked."""
+    s = np.asarray(noise_sq, dtype=np.float64)
+    d = np.asarray(dims, dtype=np.int64).reshape(-1)
+    if s.ndim != 2 or s.shape[1] != d.size or (d < 1).any():
+        raise InvalidParameterError(
+            f"noise_sq must be (T, L) with L = {d.size} tensor sizes >= 1, got {s.shape}"
+        )
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
+    return s, d, sigma, 1.0 - check_probability(confidence, "confidence")
+
+
 def tensor_noise_test(
     noise_sq: Any,
     dims: Any,
@@ -115,14 +129,7 @@ def tensor_noise_test(
     """
     from scipy.stats import chi2
 
-    s = np.asarray(noise_sq, dtype=np.float64)
-    d = np.asarray(dims, dtype=np.int64).reshape(-1)
-    if s.ndim != 2 or s.shape[1] != d.size or (d < 1).any():
-        raise InvalidParameterError(
-            f"noise_sq must be (T, L) with L = {d.size} tensor sizes >= 1, got {s.shape}"
-        )
-    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
-    level = 1.0 - check_probability(confidence, "confidence")
+    s, d, sigma, level = _noise_sq(noise_sq, dims, sigma, confidence)
     T, L = s.shape
     names = list(names) if names is not None else [f"tensor {i}" for i in range(L)]
     ok = np.isfinite(s) & (s >= 0)
@@ -182,13 +189,14 @@ def tensor_noise_test(
     )
 
 
-def _sketch(sketch: Any, groups: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The (T, K) sketch as float64 and the (K,) tensor index of each coordinate, checked."""
+def _sketch(sketch: Any, groups: Any, confidence: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    """The (T, K) sketch as float64, the (K,) tensor index of each coordinate and the level,
+    checked."""
     z = np.asarray(sketch, dtype=np.float64)
     g = np.asarray(groups, dtype=np.int64).reshape(-1)
     if z.ndim != 2 or z.shape[1] != g.size:
         raise InvalidParameterError(f"sketch must be (T, K) with K = {g.size}, got {z.shape}")
-    return z, g
+    return z, g, 1.0 - check_probability(confidence, "confidence")
 
 
 def _families(g: np.ndarray, names: list[str] | None, min_size: int) -> list[tuple[str, Any]]:
@@ -236,9 +244,8 @@ def noise_shape_test(
     """
     from scipy.stats import kstest, kstwo
 
-    z, g = _sketch(sketch, groups)
+    z, g, level = _sketch(sketch, groups, confidence)
     sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
-    level = 1.0 - check_probability(confidence, "confidence")
     fams = _families(g, names, 1)
     F = len(fams)
     out, best = [], None
@@ -322,8 +329,7 @@ def pair_dependence_test(
         ``{"rejected", "p_value", "level", "pairs", "families": [{name, coordinates, p_value,
         max_abs_rho, pair, lag, threshold, detectable_correlation}], ...}``.
     """
-    z, g = _sketch(sketch, groups)
-    level = 1.0 - check_probability(confidence, "confidence")
+    z, g, level = _sketch(sketch, groups, confidence)
     T = z.shape[0]
     fams = _families(g, names, min_coordinates)
     P = T * (T - 1) // 2
@@ -383,8 +389,7 @@ def coordinate_dependence_test(
         "tensors", "threshold", "detectable_correlation"}``; p_value is None with fewer than
         two updates or coordinates.
     """
-    z, g = _sketch(sketch, groups)
-    level = 1.0 - check_probability(confidence, "confidence")
+    z, g, level = _sketch(sketch, groups, confidence)
     x = z[np.isfinite(z).all(axis=1)]
     nrm = np.linalg.norm(x, axis=0)
     cols = np.flatnonzero(nrm > 0)
@@ -474,12 +479,7 @@ def same_values_test(noise_sq: Any, dims: Any, *, sigma: float, confidence: floa
     """
     from scipy.stats import chi2
 
-    s = np.asarray(noise_sq, dtype=np.float64)
-    d = np.asarray(dims, dtype=np.int64).reshape(-1)
-    if s.ndim != 2 or s.shape[1] != d.size:
-        raise InvalidParameterError(f"noise_sq must be (T, {d.size}), got {s.shape}")
-    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
-    level = 1.0 - check_probability(confidence, "confidence")
+    s, d, sigma, level = _noise_sq(noise_sq, dims, sigma, confidence)
     ok = np.isfinite(s)
     tot, dof = np.where(ok, s, 0.0).sum(axis=1), ok @ d
     rows = np.flatnonzero(dof >= 3)

@@ -313,13 +313,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Run the sweep from parsed arguments; print one line per cell; 1 if any violation."""
     from ldp_audit.backends import check_backend
     from ldp_audit.rundir import check_report_dir
-    from ldp_audit.rundir.paths import report_written
+    from ldp_audit.rundir.paths import report_written, timestamped_dir
 
     check_backend(args.backend, args.address, args.workers)  # usage errors before any work
     if args.out is None:
-        import datetime as _dt
-
-        args.out = f"runs/attack-sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        args.out = timestamped_dir("runs/attack-sweep")
     out_dir = check_report_dir(
         args.out, overwrite=args.overwrite, generated=("sweep.json", "sweep.png")
     )  # before the sweep runs

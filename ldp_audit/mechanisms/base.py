@@ -65,6 +65,13 @@ def check_epsilon_k(obj: Any, max_k: int = INT_MAX, epsilon_check: Any = private
     object.__setattr__(obj, "k", check_int(obj.k, "k", minimum=2, maximum=max_k))
 
 
+def check_optional(obj: Any, name: str, check: Any, **kw: Any) -> None:
+    """Validate a frozen ``obj``'s optional field ``name`` in place with ``check(value, name,
+    **kw)``; None (a default worked out later) stays None."""
+    if getattr(obj, name) is not None:
+        object.__setattr__(obj, name, check(getattr(obj, name), name, **kw))
+
+
 def check_dim(dim: Any) -> int:
     return check_int(dim, "dim", minimum=1)
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.base import Mechanism, check_dim, one_or_n_rows
-from ldp_audit.validation import check_batch, check_choice
+from ldp_audit.validation import check_batch, check_choice, check_rng
 
 __all__ = ["FrequencyOracle", "SupportStatistic"]
 
@@ -56,6 +56,11 @@ def check_items(x: Any, k: int, name: str = "x") -> np.ndarray:
             f"{name} must hold integers in {{0, ..., {k - 1}}} (k = {k}), got {bad!r}"
         )
     return xb.astype(np.int64)
+
+
+def items_rng(x: Any, k: int, rng: Any) -> tuple[np.ndarray, np.random.Generator]:
+    """``privatize``'s inputs checked: the items of ``x`` (:func:`check_items`), then ``rng``."""
+    return check_items(x, k), check_rng(rng)
 
 
 def pair_items(x: Any, x2: Any, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:

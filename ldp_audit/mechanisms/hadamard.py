@@ -24,10 +24,9 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.base import check_epsilon_k
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
-    check_items,
     check_report_int,
+    items_rng,
 )
-from ldp_audit.validation import check_rng
 
 __all__ = ["HadamardResponse", "hadamard_sign"]
 
@@ -88,8 +87,7 @@ class HadamardResponse(FrequencyOracle):
         is on the wrong side it is moved by XOR with the lowest set bit of v + 1, a bijection
         between C_v and its complement, so the output is uniform on the chosen side.
         """
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         big_k = self.output_size
         u = rng.random((xi.shape[0], 2))
         y0 = np.floor(u[:, 0] * big_k).astype(np.int64)

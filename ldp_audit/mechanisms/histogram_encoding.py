@@ -38,16 +38,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import Mechanism, check_epsilon_k
+from ldp_audit.mechanisms.base import Mechanism, check_epsilon_k, check_optional
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_domain,
-    check_items,
+    items_rng,
     one_item,
     pair_items,
 )
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
-from ldp_audit.validation import check_batch, check_epsilon, check_probability, check_rng
+from ldp_audit.validation import check_batch, check_epsilon, check_probability
 
 __all__ = [
     "SummationHistogramEncoding",
@@ -102,8 +102,7 @@ class _HistogramEncoding(Mechanism):
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """``e_v + Lap(2/eps)^k`` for every item of ``x`` (n, 1): (n, k) float64; k Laplace
         draws per report, drawn report by report."""
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         out = rng.laplace(0.0, self.noise_scale, size=(xi.shape[0], self.k))
         out[np.arange(xi.shape[0]), xi[:, 0]] += 1.0
         return out
@@ -181,8 +180,7 @@ class ThresholdHistogramEncoding(_HistogramEncoding, FrequencyOracle):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.threshold is not None:
-            object.__setattr__(self, "threshold", check_probability(self.threshold, "threshold"))
+        check_optional(self, "threshold", check_probability)
 
     @property
     def theta(self) -> float:

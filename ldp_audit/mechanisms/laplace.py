@@ -15,6 +15,7 @@ from ldp_audit.mechanisms.base import (
     as_pair_batches,
     check_dim,
     check_no_overflow,
+    check_optional,
     clip_l1,
     private_epsilon,
 )
@@ -135,8 +136,7 @@ class DiscreteLaplace(Mechanism):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        if self.resolution is not None:
-            object.__setattr__(self, "resolution", check_positive(self.resolution, "resolution"))
+        check_optional(self, "resolution", check_positive)
         # noise scale about (C + d gamma) / epsilon; gamma <= C at the default resolution
         step = self.clip if self.resolution is None else max(self.clip, self.resolution)
         check_no_overflow(2.0 * step / self.epsilon, self.clip, "the noise scale clip / epsilon")
@@ -151,9 +151,7 @@ class DiscreteLaplace(Mechanism):
         d = check_dim(dim)
         return int(math.ceil(self.clip / self.grid_step(d) - 1e-12)) + d
 
-    def clip_rows(self, x: np.ndarray) -> np.ndarray:
-        """Eq. 19: clip each row to L1 norm C/2."""
-        return clip_l1(x, self.clip / 2.0)
+    clip_rows = Laplace.clip_rows  # eq. 19: clip each row to L1 norm C/2
 
     def grid_centres(self, x: np.ndarray) -> np.ndarray:
         """k = round(c(x) / gamma) as int64 (|k_j| <= C / (2 gamma) + 1)."""

@@ -42,22 +42,22 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import Mechanism, check_epsilon_k
+from ldp_audit.mechanisms.base import Mechanism, check_epsilon_k, check_optional
 from ldp_audit.mechanisms.frequency import (
     MAX_DOMAIN,
     FrequencyOracle,
     check_bits,
-    check_items,
     check_report_int,
     grr_reply,
     item_pairs,
+    items_rng,
     one_item,
     pair_items,
 )
 from ldp_audit.mechanisms.olh import SEED_RANGE, olh_hash
 from ldp_audit.mechanisms.rappor import BasicRappor
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
-from ldp_audit.validation import check_epsilon, check_int, check_rng
+from ldp_audit.validation import check_epsilon, check_int
 
 __all__ = ["MemoisedRappor", "DBitFlipPM", "Loloha", "CountDifference"]
 
@@ -169,8 +169,7 @@ class MemoisedRappor(_Longitudinal):
         """One PRR and ``reports`` IRRs of it per item of ``x`` (n, 1): (n, reports * k) int8.
 
         (1 + reports) k uniforms per row, drawn row by row (the PRR's k first)."""
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         n, k, t = xi.shape[0], self.k, self.reports
         u = rng.random((n, (1 + t) * k))
         b = self.one_report._prr(xi, u[:, :k])[:, None, :]
@@ -216,12 +215,8 @@ class DBitFlipPM(_Longitudinal):
 
     def __post_init__(self) -> None:
         check_epsilon_k(self, MAX_DBITFLIP_K, check_epsilon)
-        if self.buckets is not None:
-            top = min(self.k, MAX_UNARY_K)
-            object.__setattr__(
-                self, "buckets", check_int(self.buckets, "buckets", minimum=2, maximum=top)
-            )
-        elif self.k > MAX_UNARY_K:
+        check_optional(self, "buckets", check_int, minimum=2, maximum=min(self.k, MAX_UNARY_K))
+        if self.buckets is None and self.k > MAX_UNARY_K:
             raise InvalidParameterError(
                 f"buckets must be given when k > {MAX_UNARY_K} (default b = k), got k = {self.k!r}"
             )
@@ -257,8 +252,7 @@ class DBitFlipPM(_Longitudinal):
         """(n, d + reports * d) int64: sampled buckets, then the memoised bits per report.
 
         b + d uniforms per row, drawn row by row (the bucket keys first)."""
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         n, d = xi.shape[0], self.d
         u = rng.random((n, self.b + d))
         js = np.sort(np.argpartition(u[:, : self.b], d - 1, axis=1)[:, :d], axis=1)
@@ -403,8 +397,7 @@ class Loloha(_Longitudinal):
 
         3 + 2 reports uniforms per row, drawn row by row (seed, permanent GRR, then each
         report's keep-or-not and replacement)."""
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         n, g = xi.shape[0], self.g
         u = rng.random((n, 3 + 2 * self.reports))
         seeds = np.floor(u[:, 0] * SEED_RANGE).astype(np.int64)

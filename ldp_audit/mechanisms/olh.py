@@ -31,15 +31,15 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import check_epsilon_k
+from ldp_audit.mechanisms.base import check_epsilon_k, check_optional
 from ldp_audit.mechanisms.frequency import (
     MAX_DOMAIN,
     FrequencyOracle,
-    check_items,
     check_report_int,
     grr_reply,
+    items_rng,
 )
-from ldp_audit.validation import check_int, check_rng
+from ldp_audit.validation import check_int
 
 __all__ = ["OptimalLocalHashing", "BinaryLocalHashing", "olh_hash"]
 
@@ -88,8 +88,7 @@ class OptimalLocalHashing(FrequencyOracle):
 
     def __post_init__(self) -> None:
         check_epsilon_k(self, MAX_DOMAIN)
-        if self.g is not None:
-            object.__setattr__(self, "g", check_int(self.g, "g", minimum=2, maximum=1 << 62))
+        check_optional(self, "g", check_int, minimum=2, maximum=1 << 62)
 
     @property
     def hash_range(self) -> int:
@@ -111,8 +110,7 @@ class OptimalLocalHashing(FrequencyOracle):
         Three uniforms per report, drawn report by report: the seed (floor(u * 2^32), exactly
         uniform since u is a multiple of 2^-53), keep-or-not, the replacement value.
         """
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         g = self.hash_range
         u = rng.random((xi.shape[0], 3))
         seeds = np.floor(u[:, 0] * SEED_RANGE).astype(np.int64)

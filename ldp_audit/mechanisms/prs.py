@@ -18,6 +18,7 @@ from ldp_audit.mechanisms.base import (
     bitflip_log_probs,
     bitflip_prob_plus,
     check_dim,
+    check_optional,
     private_epsilon,
     row_scale,
 )
@@ -176,10 +177,7 @@ class ProjectedRandomSign(Mechanism):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        if self.reduced_dim is not None:
-            object.__setattr__(
-                self, "reduced_dim", check_int(self.reduced_dim, "reduced_dim", minimum=1)
-            )
+        check_optional(self, "reduced_dim", check_int, minimum=1)
 
     def effective_reduced_dim(self, dim: int) -> int:
         """d_hat for inputs of dimension ``dim`` (raises if ``reduced_dim`` is outside [1, d])."""

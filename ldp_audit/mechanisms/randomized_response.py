@@ -10,8 +10,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.mechanisms.base import check_epsilon_k
-from ldp_audit.mechanisms.frequency import FrequencyOracle, check_items, grr_reply
-from ldp_audit.validation import check_rng
+from ldp_audit.mechanisms.frequency import FrequencyOracle, check_items, grr_reply, items_rng
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,7 @@ class RandomizedResponse(FrequencyOracle):
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Randomise every row of ``x`` (n, 1); returns (n, 1) int64."""
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         n = xi.shape[0]
         u = rng.random((n, 2))  # two uniforms per report, drawn report by report
         return grr_reply(xi, self.keep_probability, u[:, :1], u[:, 1:], self.k)

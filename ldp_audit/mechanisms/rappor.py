@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.frequency import FrequencyOracle, check_bits, check_items, one_hot
+from ldp_audit.mechanisms.frequency import FrequencyOracle, check_bits, items_rng, one_hot
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
 from ldp_audit.validation import check_int, check_probability, check_rng
 
@@ -73,8 +73,7 @@ class _RapporBase(FrequencyOracle):
 
     def permanent_response(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """B' (n, k) int8 for the items of ``x`` (n, 1): one PRR per row, k uniforms per row."""
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         return self._prr(xi, rng.random((xi.shape[0], self.k)))
 
     def _prr(self, xi: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -147,8 +146,7 @@ class BasicRappor(_RapporBase):
         2k uniforms per report, drawn report by report (the first k for the PRR, the last k for
         the IRR).
         """
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         u = rng.random((xi.shape[0], 2 * self.k))
         return self._irr(self._prr(xi, u[:, : self.k]), u[:, self.k :])
 

@@ -29,10 +29,10 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import check_epsilon_k
-from ldp_audit.mechanisms.frequency import FrequencyOracle, check_bits, check_items
+from ldp_audit.mechanisms.base import check_epsilon_k, check_optional
+from ldp_audit.mechanisms.frequency import FrequencyOracle, check_bits, items_rng
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
-from ldp_audit.validation import check_epsilon, check_int, check_rng
+from ldp_audit.validation import check_epsilon, check_int
 
 __all__ = ["SubsetSelection", "optimal_subset_size"]
 
@@ -64,12 +64,7 @@ class SubsetSelection(FrequencyOracle):
 
     def __post_init__(self) -> None:
         check_epsilon_k(self, MAX_UNARY_K, check_epsilon)
-        if self.subset_size is not None:
-            object.__setattr__(
-                self,
-                "subset_size",
-                check_int(self.subset_size, "subset_size", minimum=1, maximum=self.k - 1),
-            )
+        check_optional(self, "subset_size", check_int, minimum=1, maximum=self.k - 1)
 
     @property
     def omega(self) -> int:
@@ -96,8 +91,7 @@ class SubsetSelection(FrequencyOracle):
         smallest keys form the subset; the true item's key is forced below or above all others)
         and the include-or-not draw.
         """
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         n, k, w = xi.shape[0], self.k, self.omega
         u = rng.random((n, k + 1))
         keys = u[:, :k]

@@ -22,8 +22,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.mechanisms.base import check_epsilon_k
-from ldp_audit.mechanisms.frequency import FrequencyOracle, check_items, one_hot
-from ldp_audit.validation import check_rng
+from ldp_audit.mechanisms.frequency import FrequencyOracle, items_rng, one_hot
 
 __all__ = ["SymmetricUnaryEncoding", "OptimizedUnaryEncoding"]
 
@@ -55,8 +54,7 @@ class _UnaryEncoding(FrequencyOracle):
 
         One uniform per bit, k per report, drawn report by report.
         """
-        xi = check_items(x, self.k)
-        rng = check_rng(rng)
+        xi, rng = items_rng(x, self.k, rng)
         p, q = self.bit_probabilities
         u = rng.random((xi.shape[0], self.k))
         return np.where(one_hot(xi, self.k), u < p, u < q).astype(np.int8)
