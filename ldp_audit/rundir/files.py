@@ -134,7 +134,7 @@ def unpin_run(run: Path) -> None:
     """Forget what checks saw of ``run`` (a writer starts or finishes it)."""
     root = os.path.realpath(run)
     _VERIFIED_RUNS.discard(root)
-    for k in [k for k in _CHECKED if k.startswith(root + os.sep)]:
+    for k in [k for k in list(_CHECKED) if k.startswith(root + os.sep)]:  # (other threads)
         del _CHECKED[k]
 
 
