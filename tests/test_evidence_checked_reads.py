@@ -160,3 +160,15 @@ def test_files_unsealed_by_design_verify(run: Path, capsys) -> None:
                for n in res.notes)  # fmt: skip
     assert main(["budget", str(run), "--verify"]) == 0
     assert ".audit.json.tmp-4242" in capsys.readouterr().out
+
+
+def test_a_link_to_a_folder_fails_verification(run: Path, tmp_path: Path, capsys) -> None:
+    """os.walk lists a linked folder but does not enter it: its files were never looked at."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "attack_x.json").write_text(json.dumps(GOOD_ATTACK))
+    (run / "more").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    res = verify_run(run)
+    assert f"{run / 'more'} is a link to a folder: its files are neither sealed nor checked" in (
+        res.problems
+    )
+    assert main(["budget", str(run), "--verify"]) == 2

@@ -187,7 +187,7 @@ def verify_run(
     key = load_key(create=False)
     problems: list[str] = []
     notes: list[str] = []
-    seen = _hash_run(p, notes)  # every check below and every later reader: these bytes
+    seen = _hash_run(p, problems, notes)  # every check below and every later reader: these bytes
     auth_manifest = False
     try:
         man_check = verify_manifest(p)
@@ -309,12 +309,15 @@ def verify_run(
     )
 
 
-def _hash_run(p: Path, notes: list[str]) -> dict[str, str]:
+def _hash_run(p: Path, problems: list[str], notes: list[str]) -> dict[str, str]:
     """The SHA-256 of every file of the run (by name relative to it) but the ledger's own
     (checked through the ledger) and an interrupted write's temporary file (a note), each hashed
-    once and recorded as what this process verified (``files.read_checked``)."""
+    once and recorded as what this process verified (``files.read_checked``); a link to a
+    folder (never entered: no writer makes one) is a problem."""
     seen: dict[str, str] = {}
-    for folder, _, names in os.walk(p):
+    for folder, dirs, names in os.walk(p):
+        for d in (Path(folder) / d for d in dirs if (Path(folder) / d).is_symlink()):
+            problems.append(f"{d} is a link to a folder: its files are neither sealed nor checked")
         for n in names:
             f = Path(folder) / n
             name = f.relative_to(p).as_posix()
