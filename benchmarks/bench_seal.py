@@ -2,7 +2,8 @@
 
 ``write_artifact`` of a 100 KB artefact into a finished run (the file, and its entry in
 ``analyses.json`` under the ledger key), and ``verify_run`` of a run with 0 vs 20 sealed
-artefacts. Wall time, medians. Usage: ``python benchmarks/bench_seal.py [ROWS]`` (default 10^4
+artefacts, and a read of ``transcript.npz`` (``RunDir.arrays``) after the check. Wall time,
+medians. Usage: ``python benchmarks/bench_seal.py [ROWS]`` (default 10^4
 charges; the key is a temporary one unless ``LDP_AUDIT_KEY_FILE`` is set).
 """
 
@@ -45,6 +46,17 @@ def _verify_ms(path: Path) -> float:
     return 1e3 * statistics.median(times)
 
 
+def _read_ms(path: Path) -> float:
+    from ldp_audit.rundir import RunDir
+
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        RunDir(path).arrays("transcript.npz", "agent")
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
 def main(rows: int) -> dict[str, float]:
     from ldp_audit.rundir import write_artifact
 
@@ -62,6 +74,7 @@ def main(rows: int) -> dict[str, float]:
         "write_artifact_100KB_median_ms": 1e3 * statistics.median(writes),
         "verify_run_0_artefacts_ms": _verify_ms(bare),
         "verify_run_20_artefacts_ms": _verify_ms(sealed),
+        "read_transcript_after_verify_ms": _read_ms(bare),
     }
 
 

@@ -35,10 +35,10 @@ from typing import Any
 
 from ldp_audit.cli.evidence import evidence_args, exit_code
 from ldp_audit.cli.types import add_flags, add_int
-from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, LedgerError
 from ldp_audit.parse import real_in
 from ldp_audit.rundir import to_jsonable, verify_run
-from ldp_audit.rundir.files import fmt_number
+from ldp_audit.rundir.files import fmt_number, read_json
 
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
@@ -117,9 +117,9 @@ def _run_delta(arg: str, budgets: dict[str, Any]) -> tuple[float, str]:
     run = Path(arg) if Path(arg).is_dir() else Path(arg).parent
     cfg_file = run / "config.json"
     if cfg_file.is_file():
-        try:
-            cfg = json.loads(cfg_file.read_text()).get("config") or {}
-        except (OSError, ValueError, AttributeError):
+        try:  # the bytes --verify checked (rundir.files.read_checked)
+            cfg = read_json(run, "config.json").get("config") or {}
+        except (LdpAuditError, AttributeError):
             cfg = {}
         d = cfg.get("delta") if isinstance(cfg, dict) else None
         if isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < 1:

@@ -17,6 +17,7 @@ rests on and the run's root as JSON on stdout (paths as strings, infinities as "
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -37,8 +38,9 @@ from ldp_audit.rundir import (
     RunDir,
     to_jsonable,
 )
+from ldp_audit.rundir.files import pin_checked, read_checked
 from ldp_audit.rundir.paths import is_run_dir, timestamped_dir
-from ldp_audit.rundir.seal import check_analyses, check_document_seal
+from ldp_audit.rundir.seal import check_analyses, check_document_seal, seal_analyses
 
 #: the evidence a verdict rests on, weakest last, and what its verdict line says about it
 _EVIDENCE_TAG = {
@@ -125,7 +127,9 @@ def _need_chromium() -> None:
 
 
 def _screenshot(paths: dict[str, Path]) -> None:
-    paths["screenshot"] = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
+    paths["screenshot"] = shot = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
+    if shot.parent.name == "report" and is_run_dir(shot.parent.parent):  # the run's own report
+        seal_analyses(shot.parent.parent, ["report/screenshot.png"])
 
 
 def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
@@ -205,8 +209,10 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
     key = load_key(create=False)
     problems = []
     for f in [f for e in args.extra for f in json_files(Path(e)) if f.is_file()]:
-        try:
-            doc = json.loads(f.read_text())
+        try:  # the bytes whose seal is checked are the bytes the report's loader reads
+            data = read_checked(f, "EXTRA")
+            pin_checked(None, {f: hashlib.sha256(data).hexdigest()})
+            doc = json.loads(data)
         except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             continue  # the report's loader names an unreadable file
         if not isinstance(doc, (dict, list)) or (

@@ -6,12 +6,19 @@ JSON: infinities are the strings ``"inf"`` / ``"-inf"``, NaN is null (never for 
 (:func:`json_number`, :func:`to_jsonable`). Every file is written atomically (a temporary file,
 fsync, rename, fsync of the folder) and, unless told otherwise, only once. A manifest's MAC
 covers its canonical JSON (:func:`manifest_bytes`).
+
+Every reader of a run's file reads it once (:func:`read_checked`) and parses those bytes: when a
+check in this process hashed the file (``verify_run`` hashes every file of a run it checks, the
+toolkit what it seals, ``report`` the EXTRA files whose seal it checks), the bytes read must
+have the SHA-256 the check saw, and a file that appeared in a verified run since is refused, so
+that a file swapped between the check and the read is never parsed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import math
 import os
@@ -103,6 +110,70 @@ def sha256_file(f: Path) -> str:
     return h.hexdigest()
 
 
+#: the SHA-256 of the bytes a check in this process saw, by file (:func:`_key`), and the runs
+#: ``verify_run`` checked as a whole (a file that appears in one since was not checked)
+_CHECKED: dict[str, str] = {}
+_VERIFIED_RUNS: set[str] = set()
+
+
+def _key(f: Path | str) -> str:
+    """``f`` with its folder resolved (a swapped link to the file is read as what it is)."""
+    return os.path.join(os.path.realpath(os.path.dirname(f)), os.path.basename(f))
+
+
+def pin_checked(run: Path | None, digests: Mapping[Path, str]) -> None:
+    """Record what a check saw: the SHA-256 of each of ``digests``' files; with ``run``, the
+    whole run was checked and its earlier records are dropped (``verify_run``)."""
+    if run is not None:
+        unpin_run(run)
+        _VERIFIED_RUNS.add(os.path.realpath(run))
+    _CHECKED.update({_key(f): d for f, d in digests.items()})
+
+
+def unpin_run(run: Path) -> None:
+    """Forget what checks saw of ``run`` (a writer starts or finishes it)."""
+    root = os.path.realpath(run)
+    _VERIFIED_RUNS.discard(root)
+    for k in [k for k in list(_CHECKED) if k.startswith(root + os.sep)]:  # (other threads)
+        del _CHECKED[k]
+
+
+def checked_sha256(f: Path) -> str:
+    """The SHA-256 of ``f`` as a check in this process saw it (what :func:`read_checked` will
+    let a reader parse), else of its bytes now."""
+    return _CHECKED.get(_key(f)) or sha256_file(f)
+
+
+def read_checked(f: Path, name: str) -> bytes:
+    """The bytes of the run file ``f`` (named ``name`` in errors), read once: a reader parses
+    these bytes and no others. When a check in this process hashed ``f``, they must be the bytes
+    it saw; a file in a verified run that the check did not see is refused.
+
+    Raises:
+        RunDirectoryError: ``f`` is a FIFO or device, changed since it was checked, or appeared
+            in a verified run since.
+        OSError: ``f`` cannot be read (the caller names it).
+    """
+    check_regular_file(f, name)
+    data = f.read_bytes()
+    k = _key(f)
+    want = _CHECKED.get(k)
+    if want is None:
+        if any(k.startswith(r + os.sep) for r in _VERIFIED_RUNS):
+            raise RunDirectoryError(
+                f"{f} was not in the run when it was verified (added since): refusing to read a "
+                f"file no check saw; verify the run again"
+            )
+        return data
+    if hashlib.sha256(data).hexdigest() != want:
+        raise RunDirectoryError(
+            f"{f} changed after it was verified (its bytes no longer have the SHA-256 "
+            f"{want[:16]}... the check saw): refusing to read bytes that were not verified; "
+            f"verify the run again"
+        )
+    return data
+
+
 def _fsync_dir(p: Path) -> None:
     with contextlib.suppress(OSError):  # a platform without directory fsync: best effort
         fd = os.open(p, os.O_RDONLY)
@@ -171,10 +242,12 @@ def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
     _fsync_dir(target.parent)
 
 
-def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
-    """Write ``obj`` as JSON to ``target`` atomically (once, unless ``replace``)."""
-    text = json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
+def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> str:
+    """Write ``obj`` as JSON to ``target`` atomically (once, unless ``replace``); returns the
+    SHA-256 of the bytes written."""
+    text = json.dumps(to_jsonable(obj), indent=1, allow_nan=False)  # ASCII: its bytes as is
     _atomic_write(target, lambda t: t.write_text(text), replace=replace)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def write_bytes_file(target: Path, data: bytes, *, replace: bool = False) -> None:
@@ -223,7 +296,7 @@ def read_json(path: Any, name: str) -> Any:
     NaN/Infinity are accepted: metrics legitimately hold an infinite FST)."""
     f = _run_file(path, name)
     try:
-        text = f.read_text(encoding="utf-8")
+        text = read_checked(f, name).decode("utf-8")
     except OSError as exc:
         raise RunDirectoryError(f"{f}: cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
@@ -268,7 +341,11 @@ def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, 
     """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
     f = _run_file(path, name)
     try:
-        with np.load(f, allow_pickle=False) as z:
+        data = read_checked(f, name)
+    except OSError as exc:
+        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
             out = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError) as exc:
         raise RunDirectoryError(f"cannot read {f}: {exc}") from None

@@ -38,7 +38,15 @@ from typing import Any
 
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.limits import check_regular_file
-from ldp_audit.rundir.files import canonical_json, manifest_bytes, sha256_file, write_json_file
+from ldp_audit.rundir.files import (
+    canonical_json,
+    checked_sha256,
+    manifest_bytes,
+    pin_checked,
+    read_checked,
+    sha256_file,
+    write_json_file,
+)
 from ldp_audit.rundir.paths import ANALYSES_INDEX as INDEX
 from ldp_audit.rundir.paths import ARTIFACT_PATTERN
 
@@ -56,7 +64,20 @@ __all__ = [
 #: the report's own files, sealed when ``report`` writes them into ``RUN_DIR/report``, with
 #: the figures its pages show (``report/figures/NAME.png``)
 REPORT_FILES = ("report/report.json", "report/report.md", "report/index.html")
-_FIGURE = re.compile(r"^report/figures/[A-Za-z0-9_.-]+\.png$")
+_FIGURE = re.compile(r"^report/(figures/[A-Za-z0-9_.-]+|screenshot)\.png$")
+
+
+def analysis_name(name: str) -> bool:
+    """``name`` (relative to the run) is one :func:`check_analyses` checks: a named artefact,
+    any ``attack_*.json`` the report reads, or a file of the report's own folder."""
+    return bool(
+        ARTIFACT_PATTERN.match(name)
+        or re.fullmatch(r"attack_[^/]*\.json", name)
+        or name in REPORT_FILES
+        or _FIGURE.match(name)
+    )
+
+
 _FORMAT = "ldp-audit analyses v1"
 _LABEL = b"ldp-audit analysis v1|"
 _ROOT_LABEL = b"ldp-audit run root v1|"
@@ -69,9 +90,13 @@ def _body(e: dict[str, Any]) -> bytes:
     return _LABEL + canonical_json({k: e.get(k) for k in keys}).encode()
 
 
-def _anchor(run: Path) -> str:
+def _anchor(run: Path, checked: bool = True) -> str:
+    """SHA-256 of the run's manifest.json (``checked``: as this process verified it; a writer
+    chains to the file as it is)."""
     man = run / "manifest.json"
-    return sha256_file(man) if man.is_file() else NO_ANCHOR
+    if not man.is_file():
+        return NO_ANCHOR
+    return checked_sha256(man) if checked else sha256_file(man)
 
 
 @contextlib.contextmanager
@@ -86,14 +111,16 @@ def _locked(run: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _read_index(run: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """The index's entries (None: no index) and a problem with the file itself."""
+def _read_index(run: Path, checked: bool = True) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The index's entries (None: no index) and a problem with the file itself; ``checked``:
+    read through :func:`~ldp_audit.rundir.files.read_checked` (a writer appending under the
+    lock reads what is there)."""
     f = run / INDEX
     if not f.exists():
         return None, None
     check_regular_file(f, INDEX)
     try:
-        doc = json.loads(f.read_text())
+        doc = json.loads(read_checked(f, INDEX) if checked else f.read_bytes())
     except (OSError, ValueError, RecursionError) as exc:
         return [], f"{f} cannot be read: {exc}"
     if (
@@ -152,14 +179,14 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         return []
     key = _writer_key(run)
     with _locked(run):
-        entries, problem = _read_index(run)
+        entries, problem = _read_index(run, checked=False)
         if problem is not None:
             raise RunDirectoryError(
                 f"{problem}; refusing to append to it (check the run with "
                 f"`ldp-audit budget {run} --verify`)"
             )
         entries = entries or []
-        prev = str(entries[-1].get("hash")) if entries else _anchor(run)
+        prev = str(entries[-1].get("hash")) if entries else _anchor(run, checked=False)
         now = _dt.datetime.now(_dt.timezone.utc).isoformat()
         added = []
         for name in names:
@@ -176,13 +203,15 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
             prev = e["hash"]
             added.append(e)
         doc = {"format": _FORMAT, "entries": entries + added}
-        write_json_file(run / INDEX, doc, replace=True)
+        index = write_json_file(run / INDEX, doc, replace=True)
+    # what this process wrote is what its readers may read
+    pin_checked(None, {run / INDEX: index, **{run / e["name"]: e["sha256"] for e in added}})
     return added
 
 
 def sealed_sha256(run_dir: Any, name: str) -> str | None:
     """The SHA-256 the run's index seals for ``name`` (its latest entry), or None."""
-    entries, _ = _read_index(Path(run_dir))
+    entries, _ = _read_index(Path(run_dir), checked=False)
     found = [e.get("sha256") for e in entries or [] if e.get("name") == name]
     return str(found[-1]) if found else None
 
@@ -256,6 +285,7 @@ def check_analyses(
     named |= {f.name for f in run.glob("attack_*.json")}
     named |= {n for n in REPORT_FILES if (run / n).is_file()}
     named |= {f"report/figures/{f.name}" for f in run.glob("report/figures/*.png") if f.is_file()}
+    named |= {n for n in ["report/screenshot.png"] if (run / n).is_file()}
     present = sorted(named)
     sealed: dict[str, str] = {}
     finished = (run / "manifest.json").is_file()
@@ -278,7 +308,7 @@ def check_analyses(
             )
             continue
         try:
-            digest = sha256_file(run / name)
+            digest = checked_sha256(run / name)
         except (OSError, RunDirectoryError):  # a folder in its place: changed
             digest = ""
         if digest != latest[name].get("sha256"):
@@ -335,7 +365,7 @@ def seal_document(doc: dict[str, Any], run_dir: Any) -> dict[str, Any]:
     if not (run / "manifest.json").is_file() or not isinstance(doc, dict):
         return doc
     key = _writer_key(run)
-    man = _anchor(run)
+    man = _anchor(run, checked=False)
     body = {k: v for k, v in doc.items() if k != "seal"}
     mac = key.mac(_doc_bytes(body, man, key.id)).hex()
     return {**body, "seal": {"manifest": man, "key_id": key.id, "hmac": mac}}

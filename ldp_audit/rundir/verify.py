@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hmac
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,21 @@ from ldp_audit.errors import InvalidParameterError, LedgerError, RunDirectoryErr
 from ldp_audit.limits import check_run_files
 from ldp_audit.rundir.files import (
     check_hex64,
+    checked_sha256,
     existing_run_dir,
     manifest_bytes,
+    pin_checked,
     read_manifest,
     sha256_file,
     to_jsonable,
 )
-from ldp_audit.rundir.paths import ANALYSES_INDEX, LEDGER_SIDE, check_path_arg, is_run_dir
+from ldp_audit.rundir.paths import (
+    ANALYSES_INDEX,
+    LEDGER_SIDE,
+    TEMP_FILE,
+    check_path_arg,
+    is_run_dir,
+)
 
 __all__ = [
     "VerifyResult",
@@ -59,7 +68,7 @@ def verify_manifest(path: Any) -> dict[str, Any]:
             missing.append(name)
         else:
             try:  # a folder in a file's place, or an unreadable file: changed
-                same = f.is_file() and sha256_file(f) == digest
+                same = f.is_file() and checked_sha256(f) == digest
             except OSError:
                 same = False
             if not same:
@@ -168,7 +177,7 @@ def verify_run(
     """
     from ldp_audit.accountant.keys import check_key_outside, load_key
     from ldp_audit.accountant.ledger import Ledger
-    from ldp_audit.rundir.seal import check_analyses, other_key, run_root
+    from ldp_audit.rundir.seal import analysis_name, check_analyses, other_key, run_root
 
     p = existing_run_dir(path)
     check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
@@ -178,6 +187,7 @@ def verify_run(
     key = load_key(create=False)
     problems: list[str] = []
     notes: list[str] = []
+    seen = _hash_run(p, problems, notes)  # every check below and every later reader: these bytes
     auth_manifest = False
     try:
         man_check = verify_manifest(p)
@@ -265,9 +275,15 @@ def verify_run(
         problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
     listed = set(man.get("files", {})) if isinstance(man, dict) else set()
     sealed, auth_analyses = check_analyses(p, key, listed, problems, notes)
-    man_sha = None
-    with contextlib.suppress(OSError, RunDirectoryError):
-        man_sha = sha256_file(p / "manifest.json") if (p / "manifest.json").is_file() else None
+    if man is not None:  # (a run without manifest is refused for that; its files are unlisted)
+        for name in sorted(set(seen) - listed - {"manifest.json", ANALYSES_INDEX}):
+            if not analysis_name(name):
+                problems.append(
+                    f"{p / name} is not sealed (neither manifest.json nor {ANALYSES_INDEX} "
+                    f"records it) and is no file the toolkit writes: added to the run by hand; "
+                    f"no reader opens it, but a person would take it for the run's (remove it)"
+                )
+    man_sha = seen.get("manifest.json")
     head = (led_res or {}).get("chain_head")
     root = run_root(man_sha, head if isinstance(head, str) else None, sealed)
     if expect_root is not None and root != expect_root:
@@ -291,6 +307,29 @@ def verify_run(
         expect_root=expect_root,
         analyses=sealed,
     )
+
+
+def _hash_run(p: Path, problems: list[str], notes: list[str]) -> dict[str, str]:
+    """The SHA-256 of every file of the run (by name relative to it) but the ledger's own
+    (checked through the ledger) and an interrupted write's temporary file (a note), each hashed
+    once and recorded as what this process verified (``files.read_checked``); a link to a
+    folder (never entered: no writer makes one) is a problem."""
+    seen: dict[str, str] = {}
+    for folder, dirs, names in os.walk(p):
+        for d in (Path(folder) / d for d in dirs if (Path(folder) / d).is_symlink()):
+            problems.append(f"{d} is a link to a folder: its files are neither sealed nor checked")
+        for n in names:
+            f = Path(folder) / n
+            name = f.relative_to(p).as_posix()
+            if name in ("ledger.sqlite", *LEDGER_SIDE):
+                continue
+            if TEMP_FILE.match(n):
+                notes.append(f"{f}: the temporary file of an interrupted write (remove it)")
+                continue
+            with contextlib.suppress(OSError, RunDirectoryError):  # named by the checks below
+                seen[name] = sha256_file(f)
+    pin_checked(p, {p / n: d for n, d in seen.items()})
+    return seen
 
 
 def require_verified(

@@ -20,10 +20,12 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import (
     canonical_json,
+    pin_checked,
     read_config,
     read_json,
     sha256_file,
     to_jsonable,
+    unpin_run,
     write_bytes_file,
     write_json_file,
     write_npz_file,
@@ -127,6 +129,7 @@ class RunWriter:
                 f"config, mechanism and extra must hold JSON values (numbers, strings, lists, "
                 f"dicts), got {exc}"
             ) from None
+        unpin_run(self.path)  # what a check saw of an earlier run here is not this run
         if mode == "resume":
             self._prepare_resume(cfg_doc)
         else:
@@ -235,6 +238,7 @@ class RunWriter:
         check_choice(status, "status", ("complete", "interrupted", "failed"))
         if self._finished:
             raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
+        unpin_run(self.path)  # a check of the running run saw files finish() rewrites
         files = {}
         for f in sorted(self.path.iterdir()):
             if f.is_file() and f.name not in ("manifest.json", "config.json", "ledger.sqlite"):
@@ -293,7 +297,8 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
             f"--overwrite to replace it"
         )
     earlier = target.read_bytes() if overwrite and target.is_file() else None
-    write_json_file(target, obj, replace=overwrite)
+    digest = write_json_file(target, obj, replace=overwrite)
+    pin_checked(None, {target: digest})  # this process's readers read what it wrote
     try:
         seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     except BaseException:
