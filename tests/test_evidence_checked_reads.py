@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ldp_audit.rundir as rundir
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent
 from ldp_audit.cli import main
 from ldp_audit.errors import RunDirectoryError
@@ -91,19 +90,21 @@ def test_report_reads_the_bytes_it_verified(
 ) -> None:
     """audit.json swapped right after report's check: before, the report parsed the forged
     audit (violation false) and exited 4 with its verdict; now it refuses, naming the file."""
-    real = rundir.require_verified
+    import ldp_audit.rundir.verify as verify  # cli.evidence imports it from there at call time
+
+    real = verify.require_verified
 
     def check_then_swap(*a, **kw):
         res = real(*a, **kw)
         _forge_audit(run)  # the window between the check and the read
         return res
 
-    monkeypatch.setattr(rundir, "require_verified", check_then_swap)
+    monkeypatch.setattr(verify, "require_verified", check_then_swap)
     assert main(["report", str(run), "-o", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "audit.json changed after it was verified" in err
     assert not (tmp_path / "r" / "index.html").exists()
-    monkeypatch.setattr(rundir, "require_verified", real)  # unswapped: the real verdict
+    monkeypatch.setattr(verify, "require_verified", real)  # unswapped: the real verdict
     (run / "audit.json").unlink()
     write_artifact(run, "audit.json", [VIOLATION])
     assert main(["report", str(run), "-o", str(tmp_path / "r2")]) == 1  # the violation
