@@ -117,7 +117,7 @@ def bounds(
     What differs on the command line only: ``required``: the option must be given (argparse's
     "the following arguments are required"; the Python default stays for Python callers, and
     the help says "required" instead of the default). ``option``: the option's name when it is
-    not the field's (``bounds(option="--noise")`` on ``dpsgd_noise``; its metavar follows it).
+    not the field's (``option="--noise-multiplier"`` on ``dpsgd_noise``; its metavar follows).
     ``cli_default``: the value the command line uses when the option is not given, when it
     differs from the Python default (``--help`` shows both; :func:`given_fields` returns it,
     :func:`from_args` lets ``--set`` replace it). ``whole``: ``parse`` (then required) reads the
