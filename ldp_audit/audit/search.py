@@ -20,7 +20,7 @@ import numpy as np
 
 from ldp_audit.audit.plan import Options, Plan
 from ldp_audit.audit.results import short_values
-from ldp_audit.audit.sampling import FIT_ELEMENTS, _sample, privatize_rows, stream_values
+from ldp_audit.audit.sampling import FIT_ELEMENTS, _sample, privatize_rows, seeded_by, stream_values
 from ldp_audit.audit.selection import (
     Candidate,
     _choose,
@@ -64,6 +64,7 @@ class Selection:
     widths: list[int] = field(default_factory=list)
     n_nonfinite: int = 0
     big_ints: bool = False
+    unseeded: bool = False
 
 
 def select_events(
@@ -91,6 +92,8 @@ def select_events(
         user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
         for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
             st.values(raw8)
+        if p == 0:  # after the checks above: an error names the user's code first
+            sel.unseeded = not seeded_by(mechanism, x, ra1)
         del y8, raw8
         sel.widths.append(width)
         stats = _fit_statistics(mechanism, p, x, x2, (ra1, ra2), width, o, plan, sel, tick, total)
@@ -246,6 +249,7 @@ def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
     sel.est_rngs.append((re1, re2))
     y8, raw8 = privatize_rows(mechanism, x, 8, probe, raw=True)
     stat.values(raw8 if stat.needs_raw else y8)  # checked on 8 outputs before the work
+    sel.unseeded = not seeded_by(mechanism, x, probe)
     sel.widths.append(max(x.shape[0], y8.shape[1]))
     return sel, Kept([Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))], 1, [], [])
 
