@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.audit import audit, from_scalar
+from ldp_audit.errors import UserCodeError
 from ldp_audit.mechanisms import Laplace
 
 _WARNING = "two privatize calls from the same Generator state gave different outputs"
@@ -82,3 +83,32 @@ def test_a_declared_unreproducible_mechanism_gets_one_warning():
     assert not r.reproducible
     assert not any(_WARNING in w for w in r.warnings)
     assert any("not reproducible from the seed" in w for w in r.warnings)
+
+
+class SharedDrawLaplace(GlobalNumpyLaplace):
+    """x + one Laplace draw per call (``rng.laplace(0, 1)``, no size): every row of a call is
+    the same release, so the audit's counts would be one draw counted n times (before: bound
+    8.666, "violation", on seed 1 of 0-2 at 20,000 samples, 0 on the others)."""
+
+    def privatize(self, x, rng):
+        return np.asarray(x, float) + rng.laplace(0.0, 1.0)
+
+
+class Deterministic(GlobalNumpyLaplace):
+    """Releases x: every row equal, and equal across calls (true epsilon infinite)."""
+
+    def privatize(self, x, rng):
+        return np.asarray(x, float).copy()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rows_sharing_one_draw_per_call_are_refused(seed):
+    # iid rows give this pattern (8 equal rows, then 1000 equal rows of another value) with
+    # probability < 1e-12, so a correct mechanism is refused with at most that probability
+    with pytest.raises(UserCodeError, match=r"SharedDrawLaplace returned one output for every row"):
+        audit(SharedDrawLaplace(), samples=20_000, rng=seed, float_bits=False)
+
+
+def test_a_deterministic_mechanism_is_not_mistaken_for_shared_draws():
+    r = audit(Deterministic(), samples=20_000, rng=0, float_bits=False)
+    assert r.violation and r.epsilon_lower_bound > 8.0
