@@ -43,6 +43,21 @@ class CountingLaplace(GlobalNumpyLaplace):
         return x + rng.laplace(0.0, 1.0, x.shape) + self.calls
 
 
+class BufferedGlobalLaplace(GlobalNumpyLaplace):
+    """Draws from the global numpy.random into one output buffer it returns on every call (the
+    two calls of the check would compare the buffer with itself without a copy)."""
+
+    def __init__(self) -> None:
+        self.buf = np.empty((0, 1))
+
+    def privatize(self, x, rng):
+        x = np.asarray(x, float)
+        if self.buf.shape != x.shape:
+            self.buf = np.empty(x.shape)
+        self.buf[:] = x + np.random.laplace(0.0, 1.0, x.shape)
+        return self.buf
+
+
 def _module_random_scalar(rng):
     return lambda v: v + random.gauss(0.0, 1.0)  # claims seeding="generator", ignores it
 
@@ -52,9 +67,10 @@ def _module_random_scalar(rng):
     [
         GlobalNumpyLaplace(),
         CountingLaplace(),
+        BufferedGlobalLaplace(),
         from_scalar(_module_random_scalar, epsilon=1.0, domain=(0.0, 1.0), seeding="generator"),
     ],
-    ids=["global-numpy", "state", "random-module"],
+    ids=["global-numpy", "state", "buffer", "random-module"],
 )
 @pytest.mark.parametrize("event", [None, ([0.0], [1.0], lambda y, x, x2: y[:, 0] > 0.5)])
 def test_a_mechanism_ignoring_the_rng_is_flagged(mech, event):

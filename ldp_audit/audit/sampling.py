@@ -71,8 +71,8 @@ def seeded_by(mechanism: Any, x: np.ndarray, rng: np.random.Generator) -> bool:
     """Whether two privatize calls of 8 rows from copies of one Generator state agree: False
     when the mechanism draws other randomness (the global ``numpy.random`` or ``random``
     module, its own generator) or its outputs change with state kept across calls. ``rng``
-    itself is not advanced."""
-    a, b = (privatize_rows(mechanism, x, 8, copy.deepcopy(rng)) for _ in range(2))
+    itself is not advanced; the outputs are copied (a mechanism may reuse one buffer)."""
+    a, b = (privatize_rows(mechanism, x, 8, copy.deepcopy(rng)).copy() for _ in range(2))
     return a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
 
 
