@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -143,6 +143,7 @@ class ScalarMechanism:
                     f"{self.name} returned values that are not numbers: {exc}"
                 ) from exc
             err = exc
+        raw = res
         if not self.vectorized and (arr is None or arr.dtype == object):
             res = [_flat(r) for r in res]  # tuples, arrays, iterators (zip): read in order
             for v, r in zip(vals, res, strict=True):
@@ -157,13 +158,15 @@ class ScalarMechanism:
             arr = arr.reshape(len(arr), -1)
         width = arr.shape[1] if arr.ndim == 2 else 1
         if arr.dtype.kind not in "biuf" or arr.ndim not in (1, 2) or len(arr) != n or not width:
-            for v, r in () if self.vectorized else zip(vals, res, strict=True):
+            for v, o, r in () if self.vectorized else zip(vals, raw, res, strict=True):
                 for e in r if isinstance(r, (tuple, list, np.ndarray)) else (r,):
-                    if not isinstance(e, (numbers.Real, np.bool_)):
+                    # np.asarray: an int beyond 64 bits, a Fraction or a Decimal is dtype object
+                    if np.asarray(e).dtype.kind not in "biuf":
                         raise UserCodeError(
-                            f"{self.name} must return a real number, got {r!r} "
-                            f"({type(r).__name__}) on input {v!r} (or a fixed-length vector of "
-                            "real numbers on every call)"
+                            f"{self.name} must return a real number, got {o!r} "
+                            f"({type(o).__name__}) on input {v!r}: {e!r} is not a float, a "
+                            "64-bit integer or a bool (or a fixed-length vector of them on "
+                            "every call)"
                         )
             raise UserCodeError(
                 f"{self.name} must return one real number per input, got dtype {arr.dtype}, "
@@ -284,7 +287,10 @@ def _all_bools(domain: Any) -> bool:
 def _flat(r: Any) -> list[Any]:
     if isinstance(r, np.ndarray):
         return r.ravel().tolist()
-    if isinstance(r, Iterable) and not isinstance(r, (str, bytes)):  # tuple, list, zip
+    if isinstance(r, Set):  # a subset: read in sorted order (its iteration order is no output)
+        return sorted(r)
+    # tuple, list, zip (not a dict: its keys alone are no output; read whole, refused)
+    if isinstance(r, Iterable) and not isinstance(r, (str, bytes, Mapping)):
         return [e for item in r for e in _flat(item)]
     return [r]
 

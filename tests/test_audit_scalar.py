@@ -7,6 +7,8 @@ test dependencies: their tests skip with a message when the library is absent.
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import math
 
 import numpy as np
@@ -396,3 +398,27 @@ def test_an_iterator_per_call_is_read_in_order():
     assert out.tolist() == [[1, 1, 2, -1], [2, 1, 3, -1]] and out.dtype == np.int64
     only_zip = from_scalar(lambda v: zip((v,), (0,), strict=True), epsilon=1.0, domain=[1, 2])
     assert only_zip.privatize(np.array([[2.0]]), np.random.default_rng(0)).tolist() == [[2, 0]]
+
+
+@pytest.mark.parametrize(
+    ("ret", "shown"),
+    [
+        ({"y": 1}, r"\{'y': 1\} \(dict\)"),  # was read as its keys: "got ['y'] (list)"
+        ({1: 0.5}, r"\{1: 0.5\} \(dict\)"),  # was read silently as its key 1
+        (None, r"None \(NoneType\)"),  # was "got [None] (list)"
+        (2**70, r"1180591620717411303424 \(int\)"),  # was "got dtype object, shape (2, 1)"
+        (fractions.Fraction(1, 2), r"Fraction\(1, 2\) \(Fraction\)"),  # the same
+        (decimal.Decimal(1), r"Decimal\('1'\) \(Decimal\)"),  # was "got [Decimal('1')] (list)"
+    ],
+)
+def test_a_non_real_output_is_shown_as_returned(ret, shown):
+    m = from_scalar(lambda v: ret, epsilon=1.0, domain=[1, 2], name="lib")
+    with pytest.raises(UserCodeError, match=rf"lib must return a real number, got {shown} on "):
+        m.privatize(np.array([[1.0], [2.0]]), np.random.default_rng(0))
+
+
+def test_a_set_is_read_in_sorted_order():
+    # a 2-subset; CPython iterates {9, 1} as 9, 1 (hash slots), an order that is no output
+    m = from_scalar(lambda v: {v + 8, v}, epsilon=1.0, domain=[1, 2])
+    out = m.privatize(np.array([[1.0], [2.0]]), np.random.default_rng(0))
+    assert out.tolist() == [[1, 9], [2, 10]] and out.dtype == np.int64

@@ -282,6 +282,16 @@ def _conclude(
             "their low digits is invisible to the events (a user statistic gets the raw "
             "outputs); release them minus an offset to audit them exactly"
         )
+    unseeded = sel.unseeded and plan.reproducible  # else already said
+    if unseeded:
+        warn.append(
+            "the mechanism is not reproducible from the seed: two privatize calls from the same "
+            "Generator state gave different outputs, so it draws randomness other than the rng "
+            "passed (the global numpy.random or random module, its own generator) or its "
+            "outputs depend on state kept across calls; the bounds hold only if its outputs are "
+            "independent draws of one distribution per input (no state), and rerunning with "
+            "the same seed gives a different result: draw from the rng argument"
+        )
     if sel.n_nonfinite:
         warn.append(
             f"{sel.n_nonfinite} of the selection outputs were NaN or inf (scored as +inf by "
@@ -317,7 +327,7 @@ def _conclude(
         implementation=implementation,
         profile=prof,
         warnings=tuple(warn),
-        reproducible=plan.reproducible,
+        reproducible=plan.reproducible and not unseeded,
         tradeoff=curve,
         delta_lower_bound=delta_lb,
         delta_confidence=delta_conf,

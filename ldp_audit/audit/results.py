@@ -281,7 +281,8 @@ class AuditResult:
         warnings: things the user should know (a mechanism not reproducible from the seed,
             non-finite outputs, ...).
         reproducible: whether the same seed reproduces the audit (False for mechanisms that
-            declare ``reproducible = False``, e.g. an unseedable library).
+            declare ``reproducible = False``, e.g. an unseedable library, and for those whose
+            two 8-row calls from one Generator state differ: global or own randomness, state).
         delta_lower_bound: for a claim with delta > 0, a lower bound on the mechanism's delta
             at the claimed epsilon, ``max_S CP_lower(P[M(x) in S]) - e^epsilon
             CP_upper(P[M(x2) in S])`` over the estimated events, from the same intervals as the

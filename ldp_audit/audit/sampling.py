@@ -8,6 +8,7 @@ copies of an input, outputs coerced to float64 (n, k), user errors wrapped with 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,15 @@ def privatize_rows(
         )
     y = y.astype(np.float64, copy=False)
     return (y, returned) if raw else y
+
+
+def seeded_by(mechanism: Any, x: np.ndarray, rng: np.random.Generator) -> bool:
+    """Whether two privatize calls of 8 rows from copies of one Generator state agree: False
+    when the mechanism draws other randomness (the global ``numpy.random`` or ``random``
+    module, its own generator) or its outputs change with state kept across calls. ``rng``
+    itself is not advanced; the outputs are copied (a mechanism may reuse one buffer)."""
+    a, b = (privatize_rows(mechanism, x, 8, copy.deepcopy(rng)).copy() for _ in range(2))
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
 
 
 def _chunks(n: int, d: int) -> list[int]:

@@ -20,7 +20,13 @@ import numpy as np
 
 from ldp_audit.audit.plan import Options, Plan
 from ldp_audit.audit.results import short_values
-from ldp_audit.audit.sampling import FIT_ELEMENTS, _sample, privatize_rows, stream_values
+from ldp_audit.audit.sampling import (
+    FIT_ELEMENTS,
+    _sample,
+    privatize_rows,
+    seeded_by,
+    stream_values,
+)
 from ldp_audit.audit.selection import (
     Candidate,
     _choose,
@@ -64,6 +70,8 @@ class Selection:
     widths: list[int] = field(default_factory=list)
     n_nonfinite: int = 0
     big_ints: bool = False
+    row8: np.ndarray | None = None
+    unseeded: bool = False
 
 
 def select_events(
@@ -91,6 +99,10 @@ def select_events(
         user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
         for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
             st.values(raw8)
+        if p == 0:  # after the checks above: an error names the user's code first
+            sel.unseeded = not seeded_by(mechanism, x, ra1)
+        # one row repeated 8 times: compared with the fit half's rows (shared randomness)
+        sel.row8 = y8[0] if (y8 == y8[0]).all() else None
         del y8, raw8
         sel.widths.append(width)
         stats = _fit_statistics(mechanism, p, x, x2, (ra1, ra2), width, o, plan, sel, tick, total)
@@ -131,6 +143,18 @@ def _fit_statistics(
     t_a = time.perf_counter()
     ya1 = _sample(mechanism, x, n_a_p, ra1, width)
     ya2 = _sample(mechanism, x2, n_a_p, ra2, width)
+    # iid rows repeat one value 8 times in one call and another n_a_p >= 100 times in the next
+    # with probability below max_q q^100 (1 - q)^8 < 1e-12: the rows of a call share a draw
+    same = sel.row8 is not None and n_a_p >= 100 and (ya1 == ya1[0]).all()
+    if same and not np.array_equal(ya1[0], sel.row8):
+        raise UserCodeError(
+            f"mechanism.privatize of {type(mechanism).__name__} returned one output for every "
+            f"row of a call on x = {short_values(x.tolist())}: {short_values(sel.row8.tolist())} "
+            f"in all 8 rows of one call, {short_values(ya1[0].tolist())} in all {n_a_p} rows "
+            "of the next call(s), so its rows share their randomness (one draw per call, e.g. "
+            "rng.laplace(0, b) instead of rng.laplace(0, b, size=x.shape)); each row must be an "
+            "independent release, or the audit would count one draw as many"
+        )
     if p == 0 and not o.force:
         rate = 2 * n_a_p / max(time.perf_counter() - t_a, 1e-9)
         est = total / rate
@@ -246,6 +270,7 @@ def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
     sel.est_rngs.append((re1, re2))
     y8, raw8 = privatize_rows(mechanism, x, 8, probe, raw=True)
     stat.values(raw8 if stat.needs_raw else y8)  # checked on 8 outputs before the work
+    sel.unseeded = not seeded_by(mechanism, x, probe)
     sel.widths.append(max(x.shape[0], y8.shape[1]))
     return sel, Kept([Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))], 1, [], [])
 

@@ -1,0 +1,130 @@
+"""A mechanism that ignores the Generator it is given (draws from the global ``numpy.random`` or
+``random`` module, or its outputs change with state kept across calls) is caught by two
+8-row ``privatize`` calls from copies of one Generator state (``sampling.seeded_by``): the
+result warns and says ``reproducible = False``. Before, such an audit gave a different bound on
+every run with the same seed and said nothing."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from ldp_audit.audit import audit, from_scalar
+from ldp_audit.errors import UserCodeError
+from ldp_audit.mechanisms import Laplace
+
+_WARNING = "two privatize calls from the same Generator state gave different outputs"
+
+
+class GlobalNumpyLaplace:
+    """Laplace(1) on [0, 1] drawn from the global numpy.random state, not from ``rng``."""
+
+    epsilon = 1.0
+
+    def privatize(self, x, rng):
+        x = np.asarray(x, float)
+        return x + np.random.laplace(0.0, 1.0, x.shape)
+
+    def candidate_pairs(self, dim):
+        return [(np.zeros(1), np.ones(1))]
+
+
+class CountingLaplace(GlobalNumpyLaplace):
+    """Draws from ``rng`` but adds the number of calls so far (state across calls)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def privatize(self, x, rng):
+        self.calls += 1
+        x = np.asarray(x, float)
+        return x + rng.laplace(0.0, 1.0, x.shape) + self.calls
+
+
+class BufferedGlobalLaplace(GlobalNumpyLaplace):
+    """Draws from the global numpy.random into one output buffer it returns on every call (the
+    two calls of the check would compare the buffer with itself without a copy)."""
+
+    def __init__(self) -> None:
+        self.buf = np.empty((0, 1))
+
+    def privatize(self, x, rng):
+        x = np.asarray(x, float)
+        if self.buf.shape != x.shape:
+            self.buf = np.empty(x.shape)
+        self.buf[:] = x + np.random.laplace(0.0, 1.0, x.shape)
+        return self.buf
+
+
+def _module_random_scalar(rng):
+    return lambda v: v + random.gauss(0.0, 1.0)  # claims seeding="generator", ignores it
+
+
+@pytest.mark.parametrize(
+    "mech",
+    [
+        GlobalNumpyLaplace(),
+        CountingLaplace(),
+        BufferedGlobalLaplace(),
+        from_scalar(_module_random_scalar, epsilon=1.0, domain=(0.0, 1.0), seeding="generator"),
+    ],
+    ids=["global-numpy", "state", "buffer", "random-module"],
+)
+@pytest.mark.parametrize("event", [None, ([0.0], [1.0], lambda y, x, x2: y[:, 0] > 0.5)])
+def test_a_mechanism_ignoring_the_rng_is_flagged(mech, event):
+    kw = {"event": event} if event else {"float_bits": False, "tradeoff": False}
+    r = audit(mech, samples=2000, rng=0, **kw)
+    assert not r.reproducible
+    assert sum(_WARNING in w for w in r.warnings) == 1
+    assert r.to_dict()["reproducible"] is False
+
+
+def test_a_seeded_mechanism_is_not_flagged_and_keeps_its_result():
+    r = audit(Laplace(epsilon=1.0, clip=1.0), samples=2000, rng=0, float_bits=False)
+    assert r.reproducible and not any(_WARNING in w for w in r.warnings)
+    # the check draws from copies of the Generator: the audit's own draws are unchanged
+    assert (
+        r.epsilon_lower_bound
+        == audit(
+            Laplace(epsilon=1.0, clip=1.0), samples=2000, rng=0, float_bits=False
+        ).epsilon_lower_bound
+    )
+
+
+def test_a_declared_unreproducible_mechanism_gets_one_warning():
+    mech = from_scalar(lambda v: v + random.gauss(0.0, 1.0), epsilon=1.0, domain=(0.0, 1.0))
+    r = audit(mech, samples=2000, rng=0, float_bits=False, tradeoff=False)
+    assert not r.reproducible
+    assert not any(_WARNING in w for w in r.warnings)
+    assert any("not reproducible from the seed" in w for w in r.warnings)
+
+
+class SharedDrawLaplace(GlobalNumpyLaplace):
+    """x + one Laplace draw per call (``rng.laplace(0, 1)``, no size): every row of a call is
+    the same release, so the audit's counts would be one draw counted n times (before: bound
+    8.666, "violation", on seed 1 of 0-2 at 20,000 samples, 0 on the others)."""
+
+    def privatize(self, x, rng):
+        return np.asarray(x, float) + rng.laplace(0.0, 1.0)
+
+
+class Deterministic(GlobalNumpyLaplace):
+    """Releases x: every row equal, and equal across calls (true epsilon infinite)."""
+
+    def privatize(self, x, rng):
+        return np.asarray(x, float).copy()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rows_sharing_one_draw_per_call_are_refused(seed):
+    # iid rows give this pattern (8 equal rows, then 1000 equal rows of another value) with
+    # probability < 1e-12, so a correct mechanism is refused with at most that probability
+    with pytest.raises(UserCodeError, match=r"SharedDrawLaplace returned one output for every row"):
+        audit(SharedDrawLaplace(), samples=20_000, rng=seed, float_bits=False)
+
+
+def test_a_deterministic_mechanism_is_not_mistaken_for_shared_draws():
+    r = audit(Deterministic(), samples=20_000, rng=0, float_bits=False)
+    assert r.violation and r.epsilon_lower_bound > 8.0
