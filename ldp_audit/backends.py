@@ -280,7 +280,13 @@ def init_ray(address: str | None, workers: int | None) -> Any:
             kwargs["address"] = address
         elif workers is not None:
             kwargs["num_cpus"] = workers
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, TimeoutError) as e:  # no cluster there: a usage error
+            raise InvalidParameterError(
+                f"address {address!r}: no Ray cluster could be reached ({e}); start one with "
+                "`ray start --head` or leave --address out to run Ray on this machine"
+            ) from None
     return ray
 
 

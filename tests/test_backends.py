@@ -257,3 +257,20 @@ def test_grid_runs_ray_equals_train_grid(ray_local, tmp_path):
         grid_runs(train_grid, cfgs, seeds[:2])
     with pytest.raises(InvalidParameterError, match="chunks must be an integer >= 1"):
         grid_runs(train_grid, cfgs, seeds, chunks=0)
+
+
+def test_unreachable_ray_cluster_is_a_usage_error(monkeypatch):
+    """`--backend ray --address auto` with no cluster: Ray's ConnectionError reached the user as
+    an internal error (exit 3, traceback); now InvalidParameterError naming the address."""
+    import sys
+    import types
+
+    def init(**kw):
+        raise ConnectionError("Could not find any running Ray instance")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    from ldp_audit.backends import init_ray
+
+    with pytest.raises(InvalidParameterError, match=r"address 'auto': no Ray cluster could be"):
+        init_ray("auto", None)
