@@ -262,8 +262,9 @@ def _conclude(
             "no statistic separated the pair(s) at all: the lower bound is exactly 0. Either "
             "the outputs do not depend on the input, or the dependence lies in a structure "
             "none of the statistics computes (e.g. a hashed report (y, seed) whose event "
-            "{y = H_seed(x)} needs the hash): pass statistics=[stat] with stat(outputs, x, "
-            "x_prime) -> one score per output row that computes it"
+            "{y = H_seed(x)} needs the hash): pass statistics=[stat] (CLI: --statistic "
+            "MODULE:FUNCTION) with stat(outputs, x, x_prime) -> one score per output row that "
+            "computes it"
         )
     elif top.epsilon_lower_bound == 0.0 and top.witness is not None:
         w = top.witness  # the pre-registered event: its bound is one-sided, x the numerator
