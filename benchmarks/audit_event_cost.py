@@ -121,6 +121,9 @@ def grr() -> dict[str, Any]:
 
 def main() -> None:
     parts = {"validity": validity, "krr": krr, "grr": grr}
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        return
     want = sys.argv[1:] or list(parts)
     bad = [w for w in want if w not in parts]
     if bad:
