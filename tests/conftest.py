@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -18,10 +20,15 @@ def ray_local():
 
 @pytest.fixture(scope="session", autouse=True)
 def _ledger_key(tmp_path_factory):
-    """One ledger key file for the test session, in a temp folder (never the user's
-    ~/.config key); set before any fixture of any scope creates a ledger. Tests that need
-    another key monkeypatch LDP_AUDIT_KEY_FILE / LDP_AUDIT_KEY themselves."""
-    key_dir = tmp_path_factory.mktemp("ledger-key")
+    """One ledger key file for the test session (every xdist worker), in a temp folder (never
+    the user's ~/.config key; the first writer creates it, atomically); set before any fixture
+    of any scope creates a ledger. Tests that need another key monkeypatch LDP_AUDIT_KEY_FILE /
+    LDP_AUDIT_KEY themselves."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # popen-gwN: one key for all the session's workers
+        base = base.parent  # (a documented block's run, written on one, is read on another)
+    key_dir = base / "ledger-key"
+    key_dir.mkdir(mode=0o700, exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("LDP_AUDIT_KEY", raising=False)
         mp.setenv("LDP_AUDIT_KEY_FILE", str(key_dir / "ledger.key"))

@@ -21,6 +21,7 @@ from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.accountant import ledger_sqlite as LS
 from ldp_audit.accountant.events import event_to_json
 from ldp_audit.errors import BudgetExceeded
+from tests.ledger_checksums import agent_chk, state_chk
 
 EVENTS = [PureDpEvent(0.25), LaplaceEvent(0.5), PureDpEvent(0.125)]
 
@@ -166,11 +167,11 @@ def _lower_a0(con: sqlite3.Connection, led: Ledger) -> None:
     ev = con.execute("SELECT event FROM ldp_audit_state WHERE agent='a0'").fetchone()[0]
     con.execute(
         "UPDATE ldp_audit_state SET n = 1, chk = ? WHERE agent = 'a0'",
-        (LF._state_chk("a0", "local", ev, 1),),
+        (state_chk("a0", "local", ev, 1),),
     )
     con.execute(
         "UPDATE ldp_audit_agents SET n = 1, chk = ? WHERE agent = 'a0'",
-        (LF._agent_chk("a0", 1, last),),
+        (agent_chk("a0", 1, last),),
     )
 
 
@@ -217,7 +218,7 @@ def test_state_without_rows_is_not_a_new_ledger(tmp_path):
     ev = event_to_json(PureDpEvent(1.0))
     con.execute(
         "INSERT INTO ldp_audit_state VALUES ('z', 'local', ?, 5, ?)",
-        (ev, LF._state_chk("z", "local", ev, 5)),
+        (ev, state_chk("z", "local", ev, 5)),
     )
     con.commit()
     con.close()
