@@ -57,6 +57,7 @@ __all__ = [
     "coordinate_dependence_test",
     "shift_dependence_test",
     "same_values_test",
+    "data_dependence_test",
     "scan_p_value",
     "verdict",
 ]
@@ -494,3 +495,45 @@ def same_values_test(noise_sq: Any, dims: Any, *, sigma: float, confidence: floa
     return {"rejected": bool(p <= level), "p_value": p, "level": level, "pairs": N,
             "min_gap": float(gaps[i]), "pair": sorted(int(order[j]) for j in (i, i + 1)),
             "gap": level / (2.0 * N * f)}  # fmt: skip
+
+
+def data_dependence_test(noise_data: Any, noise_sq: Any, dims: Any, *,
+                         confidence: float = 0.95) -> dict:  # fmt: skip
+    """Released noise that follows the data (the raw gradient or a running mean of it left in
+    the released update: the residual is then noise plus a data term along the gradient).
+
+    ``noise_data[t, l] = (<r_{t,l}, s_{t,l}>, |s_{t,l}|^2)``: the released noise ``r`` and the
+    clipped sum ``s`` of tensor ``l`` at update ``t``. ``s`` is computed before the noise is
+    drawn, so under the claim (fresh isotropic Gaussian noise of any scale) the cosine
+    ``c_t = <r_t, s_t> / |r_t| |s_t|`` is that of a uniform direction on the sphere of the ``d``
+    tested coordinates, given the past: symmetric, sub-Gaussian with variance proxy ``1 / d``
+    (its moment generating function ``0F1(; d/2; lambda^2/4) <= exp(lambda^2 / 2d)``), so
+    ``P[|sum_t c_t| >= x] <= 2 exp(-x^2 / 2 V)``, ``V = sum_t 1 / d_t`` (a martingale: each
+    cosine is centred given the past). Exact for more noise than claimed too (the scale drops
+    out). Families: the whole vector (every tested tensor) and each tensor, Bonferroni.
+
+    Returns:
+        ``{"rejected", "p_value", "level", "families": [{"name", "sum", "threshold", "p"}]}``
+        (p None when no update has a nonzero clipped sum and noise).
+    """
+    nd = np.asarray(noise_data, dtype=np.float64)
+    s = np.asarray(noise_sq, dtype=np.float64)
+    d = np.asarray(dims, dtype=np.int64).reshape(-1)
+    if nd.shape != (*s.shape, 2) or s.ndim != 2 or s.shape[1] != d.size:
+        raise InvalidParameterError(f"noise_data must be (T, {d.size}, 2), got {nd.shape}")
+    level = 1.0 - check_probability(confidence, "confidence")
+    ok = np.isfinite(nd).all(axis=2) & np.isfinite(s)
+    dot, ss, rr = (np.where(ok, a, 0.0) for a in (nd[..., 0], nd[..., 1], s))
+    fams = [("all tensors", dot.sum(1), ss.sum(1), rr.sum(1), ok @ d)]
+    fams += [(f"tensor {i}", dot[:, i], ss[:, i], rr[:, i], ok[:, i] * d[i]) for i in range(d.size)]
+    rows = []
+    for name, a, b, c, k in fams:
+        use = (b > 0) & (c > 0) & (k > 0)
+        if not use.any():
+            continue
+        total = float((a[use] / np.sqrt(b[use] * c[use])).sum())
+        V = float((1.0 / k[use]).sum())
+        p = min(1.0, 2.0 * math.exp(-(total**2) / (2.0 * V)))
+        thr = math.sqrt(2.0 * V * math.log(2.0 * len(fams) / level))  # at the Bonferroni share
+        rows.append({"name": name, "sum": total, "p": p, "threshold": thr})
+    return verdict(level, *[r["p"] for r in rows], families=rows)

@@ -72,7 +72,14 @@ and one missed in session 47's probe, flagged since by the clipping probe:
 and one missed in session 47's probe, flagged since by the clipped sum's comparison:
 
 * :class:`MomentumInSummedGrad`: momentum 0.9 on the clipped sums before the noise, written
-  into ``p.summed_grad`` in ``add_noise``.
+  into ``p.summed_grad`` in ``add_noise``;
+
+and two missed in session 48's probe, flagged since by the data-dependence test:
+
+* :class:`RawGradientLeftIn`: ``p.grad = p.grad + summed_grad + noise`` (the raw, unclipped
+  mean gradient of the backward pass left in the released update);
+* :class:`RawGradientAverageMixedIn`: a running mean (0.9) of the raw summed gradient added to
+  the released sum.
 """
 
 from __future__ import annotations
@@ -476,6 +483,28 @@ class MomentumInSummedGrad(DPOptimizer):
         super().add_noise()
 
 
+class RawGradientLeftIn(DPOptimizer):
+    """``p.grad = p.grad + summed_grad + noise``: the raw mean gradient added, not replaced."""
+
+    def add_noise(self) -> None:
+        for p in self.params:
+            noise = _noise(self, p, self.noise_multiplier * self.max_grad_norm)
+            p.grad = (p.grad.view_as(p.summed_grad) + p.summed_grad + noise).view_as(p)
+
+
+class RawGradientAverageMixedIn(DPOptimizer):
+    """A running mean ``e = 0.9 e + 0.1 B g`` of the raw gradient ``g`` (B the expected batch
+    size) added to the released sum beside the correct noise."""
+
+    def add_noise(self) -> None:
+        for p in self.params:
+            raw = p.grad.view_as(p.summed_grad) * self.expected_batch_size
+            e = getattr(p, "_raw_mean", None)
+            p._raw_mean = 0.1 * raw if e is None else 0.9 * e + 0.1 * raw
+            noise = _noise(self, p, self.noise_multiplier * self.max_grad_norm)
+            p.grad = (p.summed_grad + noise + p._raw_mean).view_as(p)
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -509,4 +538,6 @@ BROKEN = {
         NoisePermutedAtLag,
         "independence",
     ),
+    "raw gradient left in the released update": (RawGradientLeftIn, "independence"),
+    "running mean of the raw gradient mixed in": (RawGradientAverageMixedIn, "independence"),
 }

@@ -107,6 +107,27 @@ def test_fixed_size_batches_flagged_by_the_sampling_test(tmp_path: Path) -> None
     assert res.violation and res.extra["decided_by"] == "sampling"
 
 
+def test_a_tensor_frozen_after_attach_is_refused_by_name(tmp_path: Path) -> None:
+    """A parameter's requires_grad set to False mid-run (session 48's probe: a raw torch
+    RuntimeError from the canary buffer before) stops the step with an error naming the
+    tensor, before its update is charged; thawed again, the step runs."""
+    model, opt, loader = make_loop(0)
+    audit = CanaryAudit(tmp_path / "run", canaries=50, seed=0, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    first = next(iter(model.parameters()))
+    for step, (x, y) in enumerate(loader):
+        first.requires_grad_(step != 2)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        if step != 2:
+            opt.step()
+            continue
+        with pytest.raises(InvalidParameterError, match=r"tensor 0 \(64x32\): requires_grad"):
+            opt.step()
+    res = audit.finish()
+    assert not res.violation and res.extra["updates"] == 15, res.extra["flagged_by"]
+
+
 # ------------------------------------------------------------------------------------------------
 # Bad input: a clear error naming the parameter and value, before any step; nothing written
 # ------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ keep the projections as tensors; :meth:`CanaryAudit.records` converts them once.
 
 from __future__ import annotations
 
+import operator
 import time
 from typing import Any
 
@@ -325,6 +326,7 @@ class CanaryAudit:
         orig_step = inner.step
 
         def clip_and_accumulate(*a: Any, **k: Any) -> Any:
+            self._same_tensors(opt)
             self._batches += 1
             if getattr(self._params[0], "summed_grad", None) is None:  # a fresh clipped sum
                 self._data_rows, self._pending = 0, None
@@ -377,6 +379,23 @@ class CanaryAudit:
         opt.__dict__.pop(AUDIT_MARK, None)
 
     # ------------------------------------------------------------------ per step
+    def _same_tensors(self, opt: Any) -> None:
+        """The optimizer's trainable tensors are those of ``attach`` (a tensor frozen or thawed
+        since, by ``requires_grad``, is refused by name before its update is charged)."""
+        now = opt.params
+        if len(now) == len(self._params) and all(map(operator.is_, now, self._params)):
+            return
+        ids = {id(p) for p in now}
+        gone = [i for i, p in enumerate(self._params) if id(p) not in ids]
+        shape = "x".join(map(str, self._params[gone[0]].shape)) if gone else ""
+        what = f"tensor {gone[0]} ({shape})" if gone else f"{len(now) - len(self._params)} more"
+        raise InvalidParameterError(
+            f"optimizer.params: the trainable tensors changed since attach ({what}: "
+            f"requires_grad toggled, or a parameter group added, after attach); the audit "
+            f"follows the {len(self._params)} tensors trainable at attach: set requires_grad "
+            f"before attach and keep it for the run"
+        )
+
     def _add_canaries(self, opt: Any) -> None:
         """Record the data batch size, draw the joins, append joining canaries as samples."""
         import torch
@@ -523,7 +542,10 @@ class CanaryAudit:
             if self.embedded
             else rec["canary_projection"] * self._unit * np.asarray(self._accs, float)[:, None],
             **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
-            **{k: rec[k] for k in ("noise_sq", "noise_sketch", "noise_shift", "noise_shift_at")},
+            **{
+                k: rec[k]
+                for k in ("noise_sq", "noise_sketch", "noise_shift", "noise_shift_at", "noise_data")
+            },
         }
         if not self.embedded:
             out["update_index"] = np.arange(T, dtype=np.int64)

@@ -77,7 +77,7 @@ class UpdateRecorder:
         self._k: list[float] = []  # the open block's factors to units of C
         self._proj: list[Any] = []  # (m,) per update (float64 rows when dense)
         self._done: dict[str, list[Any]] = {"norm": [], "sq": [], "sketch": [], "shift": [],
-                                            "changed": []}  # fmt: skip
+                                            "changed": [], "data": []}  # fmt: skip
         self._ffts: list[tuple[Any, float]] = []  # the last SHIFT_LAGS updates' (rfft, norm)
 
     @property
@@ -157,6 +157,11 @@ class UpdateRecorder:
             [(c * c).sum(dim=1) for c in r.double().split(self._sizes, dim=1)], dim=1
         ).cpu())  # fmt: skip
         self._done["sketch"].append(r.index_select(1, self._sketch.to(r.device)).cpu())
+        # per tensor, <r, s> and |s|^2 (s in units of C): does the noise follow the data?
+        sc = s.double() / self._clip
+        self._done["data"].append(torch.stack([torch.stack(((a * b).sum(1), (b * b).sum(1)), 1)
+            for a, b in zip(r.double().split(self._sizes, 1), sc.split(self._sizes, 1),
+                            strict=True)], 1).cpu())  # fmt: skip
         self._done["shift"].extend(self._shifts(x) for x in r.double())
         self._k = []
 
@@ -195,7 +200,8 @@ class UpdateRecorder:
     def arrays(self) -> dict[str, np.ndarray]:
         """``canary_projection`` (raw: gradient units, the caller scales), ``update_norm``,
         ``noise_sq`` (T, L), ``noise_sketch`` (T, K), ``noise_shift`` (T, SHIFT_LAGS) and
-        ``noise_shift_at`` (its shifts), one row per recorded update."""
+        ``noise_shift_at`` (its shifts) and ``noise_data`` (T, L, 2: per tensor the noise's inner
+        product with the clipped sum and the sum's squared norm), one row per recorded update."""
         self._flush()
         T = len(self._proj)
         m, L, K = int(self._idx.shape[0]), len(self._sizes), int(self._sketch.numel())
@@ -215,4 +221,5 @@ class UpdateRecorder:
             "noise_sketch": cat(self._done["sketch"], K, np.float32),
             "noise_shift": shift[..., 0],
             "noise_shift_at": shift[..., 1].astype(np.int64),  # shifts < 2^53: exact
+            "noise_data": cat(self._done["data"], 0, np.float64).reshape(T, L, 2),
         }

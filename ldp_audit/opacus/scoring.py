@@ -281,22 +281,33 @@ def _noise_tests(
 def _shift_test(tr: dict, sizes: list[int], conf: float, sigma: float) -> dict:
     """The shift test on the run's ``noise_shift`` (a run recorded before it has none: not
     run, p None; the coordinates tested in each pair's earlier update from ``noise_sq``) and
-    the same-values test on ``noise_sq``, Bonferroni over the two (``same_values``)."""
-    from ldp_audit.attacks.one_run_noise import same_values_test, shift_dependence_test
+    the same-values test on ``noise_sq`` and the data-dependence test on ``noise_data`` (a run
+    recorded before it: not run), Bonferroni over the three (``same_values``, ``data``)."""
+    from ldp_audit.attacks.one_run_noise import (
+        data_dependence_test,
+        same_values_test,
+        shift_dependence_test,
+    )
 
-    half = 1.0 - (1.0 - conf) / 2.0
-    same = same_values_test(tr["noise_sq"], sizes, sigma=sigma, confidence=half)
+    third = 1.0 - (1.0 - conf) / 3.0  # a third each: shifts, same values, data
+    same = same_values_test(tr["noise_sq"], sizes, sigma=sigma, confidence=third)
     rho = tr.get("noise_shift")
     if rho is None:
-        shift = {"rejected": False, "p_value": None, "level": 1.0 - half, "pairs": 0}
+        shift = {"rejected": False, "p_value": None, "level": 1.0 - third, "pairs": 0}
     else:
         rho = np.asarray(rho, dtype=np.float64)
         tested = np.isfinite(np.asarray(tr["noise_sq"], dtype=np.float64)) @ np.asarray(sizes)
         k = np.zeros(rho.shape, dtype=np.int64)
         for lag in range(1, rho.shape[1] + 1):
             k[lag:, lag - 1] = tested[:-lag]
-        shift = shift_dependence_test(rho, k, shifts=sum(sizes), confidence=half)
-    return _joined(shift, same, 1.0 - conf, same_values=same)
+        shift = shift_dependence_test(rho, k, shifts=sum(sizes), confidence=third)
+    data = tr.get("noise_data")  # a run recorded before it has none: not run
+    data = (
+        {"p_value": None}
+        if data is None
+        else data_dependence_test(data, tr["noise_sq"], sizes, confidence=third)
+    )
+    return _joined(shift, same, 1.0 - conf, data, same_values=same, data=data)
 
 
 def _joined(first: dict, second: dict, level: float, *others: dict, **more: Any) -> dict:
