@@ -21,29 +21,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldp_audit.accountant import Accountant, Budget, LaplaceEvent
 from ldp_audit.cli import main
 from ldp_audit.errors import RunDirectoryError
-from ldp_audit.rundir import RunDir, RunWriter, require_verified, verify_run, write_artifact
-from tests.test_report_fixtures import GOOD_ATTACK, audit_entry
-
-EPS = 5.0
-VIOLATION = audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=7.61, samples=1000)
+from ldp_audit.rundir import RunDir, require_verified, verify_run, write_artifact
+from tests.test_evidence_analyses import VIOLATION, _make_run
+from tests.test_report_fixtures import GOOD_ATTACK
 
 
 @pytest.fixture
 def run(tmp_path: Path) -> Path:
     """A small finished toy run with a sealed audit that finds a violation."""
-    w = RunWriter(tmp_path / "run", algorithm="toy", config={"delta": 0.0}, seed=0,
-                  mechanism={"name": "laplace", "epsilon": EPS})  # fmt: skip
-    acc = Accountant(w.open_ledger(), budget=Budget(epsilon=10.0))
-    acc.charge_many([(f"a{i}", LaplaceEvent(EPS)) for i in range(4)])
-    acc.ledger.close()
-    w.write_npz("transcript.npz", {"agent": np.arange(4, dtype=np.int64)})
-    w.write_json("metrics.json", {"note": "toy"})
-    w.finish()
-    write_artifact(w.path, "audit.json", [VIOLATION])
-    return w.path
+    path = _make_run(tmp_path / "run")
+    write_artifact(path, "audit.json", [VIOLATION])
+    return path
 
 
 def _forge_audit(run: Path) -> None:
