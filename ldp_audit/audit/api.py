@@ -128,7 +128,8 @@ def audit(
             ``G_mu`` for a Gaussian with ``sigma`` and ``sensitivity``, else ``f_{eps,delta}``
             of the claim).
         force: run even when the estimated time exceeds 3 hours (measured on the first
-            pair's selection samples).
+            pair's selection samples, and refused earlier when the first small calls project
+            over 6 hours; see docs/audit.md).
         progress: show a tqdm progress bar on stderr.
         statistics: extra statistics, each called as ``stat(outputs, x, x_prime)`` with the
             outputs of one input of a pair exactly as ``privatize`` returned them (shape

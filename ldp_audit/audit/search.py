@@ -10,7 +10,9 @@ affects soundness: the kept events are fixed before the estimation samples are d
 
 from __future__ import annotations
 
+import copy
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +52,8 @@ from ldp_audit.limits import fmt_bytes, memory_limit
 #: estimated audit time (seconds) above which :func:`ldp_audit.audit.audit` refuses unless
 #: ``force=True``.
 _MAX_SECONDS = 3 * 3600.0
+#: seconds the early pilot call may take at the slowest rate the 8-row calls allow
+_PILOT_SECONDS = 1.0
 
 
 @dataclass
@@ -92,7 +96,9 @@ def select_events(
         sel.est_rngs.append((re1, re2))
         # width of one output row, from a small probe, so chunks stay ~2^22 values even
         # when outputs are much wider than inputs (one-hot encodings)
+        t8 = time.perf_counter()
         y8, raw8 = privatize_rows(mechanism, x, 8, ra1, raw=True)
+        t8 = time.perf_counter() - t8
         width = max(x.shape[0], y8.shape[1])
         if raw8.dtype.kind in "iu" and (raw8.max() > 2**53 or raw8.min() < -(2**53)):
             sel.big_ints = True
@@ -100,7 +106,11 @@ def select_events(
         for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
             st.values(raw8)
         if p == 0:  # after the checks above: an error names the user's code first
+            t0 = time.perf_counter()
             sel.unseeded = not seeded_by(mechanism, x, ra1)
+            if not o.force:  # the fastest of the three 8-row calls
+                t8 = min(t8, (time.perf_counter() - t0) / 2)
+                _pilot_time(mechanism, x, ra1, t8, width, o, total, len(pair_list))
         # one row repeated 8 times: compared with the fit half's rows (shared randomness)
         sel.row8 = y8[0] if (y8 == y8[0]).all() else None
         del y8, raw8
@@ -156,15 +166,9 @@ def _fit_statistics(
             "independent release, or the audit would count one draw as many"
         )
     if p == 0 and not o.force:
-        rate = 2 * n_a_p / max(time.perf_counter() - t_a, 1e-9)
-        est = total / rate
+        est = total * max(time.perf_counter() - t_a, 1e-9) / (2 * n_a_p)
         if est > _MAX_SECONDS:
-            raise InvalidParameterError(
-                f"samples={o.samples} would take about {est / 3600:.1f} hours "
-                f"({total:.3g} outputs at the measured {rate:.3g} outputs/s over "
-                f"{len(sel.streams)} pair(s)); lower samples, or pass force=True "
-                "(--force) to run it anyway"
-            )
+            raise _too_long(o, total, est, len(sel.streams))
     if ya1.shape[1] != ya2.shape[1]:
         raise InvalidParameterError(
             f"mechanism.privatize returned {ya1.shape[1]} and {ya2.shape[1]} columns for "
@@ -187,6 +191,50 @@ def _fit_statistics(
     if o.float_bits and not discrete:
         stats.append(float_cell_statistic(ya1, ya2, j, ya1.shape[1]))
     return stats
+
+
+def _too_long(o: Options, total: int, est: float, n_pairs: int) -> InvalidParameterError:
+    return InvalidParameterError(
+        f"samples={o.samples} would take about {est / 3600:.1f} hours ({total:.3g} outputs at "
+        f"the measured {total / est:.3g} outputs/s over {n_pairs} pair(s)); lower samples, or "
+        "pass force=True (--force) to run it anyway"
+    )
+
+
+def _pilot_time(
+    mechanism: Any,
+    x: np.ndarray,
+    rng: np.random.Generator,
+    t8: float,
+    width: int,
+    o: Options,
+    total: int,
+    n_pairs: int,
+) -> None:
+    """Refuse, before the fit half is drawn, an audit projected at over twice the time limit
+    (the margin covers the model's error), and say a projection over 10 minutes on stderr.
+    Nothing is drawn when ``t8`` (the fastest 8-row call) allows at most 10 minutes (or half
+    the limit) even if all of it were a cost per row. Otherwise one pilot call of 64 to 1,000
+    rows (about ``_PILOT_SECONDS`` at that slowest rate), from a copy of ``rng`` (the audit's
+    draws are unchanged), fits a fixed cost per call and a cost per row through the two
+    timings, so a vectorised mechanism whose small calls are all overhead is not taken for a
+    slow one."""
+    if total * t8 / 8 <= min(600.0, _MAX_SECONDS / 2):
+        return
+    n = int(min(1000, max(64, 8 * _PILOT_SECONDS / t8)))
+    t0 = time.perf_counter()
+    privatize_rows(mechanism, x, n, copy.deepcopy(rng))
+    per_row = max(time.perf_counter() - t0 - t8, 0.0) / (n - 8)
+    calls = 8 * n_pairs + 4 * total * width / FIT_ELEMENTS  # chunks: FIT_ELEMENTS / 4 values
+    est = max(total * per_row + calls * max(t8 - 8 * per_row, 0.0), 1e-9)
+    if est > 2 * _MAX_SECONDS:
+        raise _too_long(o, total, est, n_pairs)
+    if est >= 600:
+        print(
+            f"audit: projected about {est / 60:.0f} min ({total:.3g} outputs, timed on "
+            f"{n}- and 8-row calls: {per_row * 1e3:.3g} ms a row)",
+            file=sys.stderr,
+        )
 
 
 def _better(c: Candidate | None, cur: Candidate | None) -> Candidate | None:
