@@ -229,9 +229,10 @@ def _pilot_time(
     est = max(total * per_row + calls * max(t8 - 8 * per_row, 0.0), 1e-9)
     if est > 2 * _MAX_SECONDS:
         raise _too_long(o, total, est, n_pairs)
-    if est >= 600:
+    if est >= 600:  # over the limit: the fit half's timing (more rows) decides
+        over = f", over the {_MAX_SECONDS / 3600:g}-hour limit" if est > _MAX_SECONDS else ""
         print(
-            f"audit: projected about {est / 60:.0f} min ({total:.3g} outputs, timed on "
+            f"audit: projected about {est / 60:.0f} min{over} ({total:.3g} outputs, timed on "
             f"{n}- and 8-row calls: {per_row * 1e3:.3g} ms a row)",
             file=sys.stderr,
         )
