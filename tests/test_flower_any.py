@@ -27,6 +27,7 @@ from ldp_audit.mechanisms import Laplace, from_config  # noqa: E402
 from ldp_audit.training.flower import digits as D  # noqa: E402
 from ldp_audit.training.flower.client import (  # noqa: E402
     ClientSettings,
+    LdpReleaseMod,
     release_reply,
     sealed_content,
 )
@@ -143,8 +144,9 @@ def test_release_is_charged_before_randomising_and_the_budget_stops_it(tmp_path,
         raise RuntimeError("the mechanism failed after the charge")
 
     monkeypatch.setattr(Laplace, "privatize", boom)
-    with pytest.raises(RuntimeError, match="after the charge"):
+    with pytest.raises(InvalidParameterError, match=r"release failed \(RuntimeError;") as exc:
         release_reply(model, local, st1, 1)
+    assert "after the charge" in str(exc.value.__cause__)  # kept on the client, not sent
     assert _spent(st1.ledger) == pytest.approx({"1": 2.0})  # charged although nothing left
 
 
@@ -186,6 +188,48 @@ def test_only_the_sealed_report_and_its_function_leave(tmp_path):
     assert not np.allclose(report, raw, atol=0.1)
     rel_cfg = content["ldp-release"]
     assert rel_cfg["sealed"] is True and rel_cfg["epsilon"] == 2.0 and rel_cfg["agent"] == 0
+
+
+def _in_flower(monkeypatch):
+    """Let Messages be built outside Flower's processes (what Flower sets in them)."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for key in ("_run_id", "_node_id", "_task_id"):
+        monkeypatch.setattr(TaskIdentity, key, 1)
+
+
+def _train_msg(arrays, server_round=1):
+    from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
+
+    content = {
+        "arrays": ArrayRecord(arrays),
+        "config": ConfigRecord({"server-round": server_round}),
+    }
+    return Message(RecordDict(content), dst_node_id=1, message_type=MessageType.TRAIN)
+
+
+def test_a_mechanism_error_quoting_the_update_does_not_leave(tmp_path, monkeypatch):
+    """bit_flip refuses an update outside [-1, 1] with a message quoting the offending value: the
+    mod sent it as the error reply's reason, so the raw private value 3.14159 reached the server
+    (and its metrics.json); now the reason names the exception's type only."""
+    from types import SimpleNamespace
+
+    from flwr.app import ArrayRecord, Message, RecordDict
+
+    _in_flower(monkeypatch)
+    rc = {"ldp-mechanism": json.dumps({"name": "bit_flip", "epsilon": 1.0}), "ldp-budget": 5.0}
+    rc["ldp-ledger-dir"] = str(tmp_path)
+    ctx = SimpleNamespace(run_config=rc, node_config={"partition-id": 0})
+    msg = _train_msg([np.zeros(3)])
+
+    def train(m, c):
+        return Message(
+            RecordDict({"arrays": ArrayRecord([np.array([0.1, 3.14159, -0.2])])}), reply_to=m
+        )
+
+    reply = LdpReleaseMod()(msg, ctx, train)
+    assert reply.has_error() and "release failed (InvalidParameterError" in reply.error.reason
+    assert "3.14" not in reply.error.reason
 
 
 def test_reply_must_match_the_model(tmp_path):

@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 from ldp_audit.training.flower.protocol import (
     RELEASES,
     absolute_folder,
@@ -174,7 +174,9 @@ def release_reply(
 
     Raises:
         BudgetExceeded: the client's ledger refused the charge (nothing is randomised).
-        InvalidParameterError: the reply's arrays do not match the broadcast model.
+        InvalidParameterError: the reply's arrays do not match the broadcast model, or the
+            release failed (the message names the exception's type only: the mechanism's own
+            message, chained as ``__cause__`` on the client, may quote the private update).
     """
     from ldp_audit.accountant import Accountant, Budget, Ledger
     from ldp_audit.release import release
@@ -207,6 +209,13 @@ def release_reply(
             # strategy that sends no server-round, never draws the same noise twice
             rng=agent_rng(settings.seed, settings.agent, int(server_round), len(ledger)),
         )
+    except (BudgetExceeded, LedgerError):  # about the ledger, not the data
+        raise
+    except Exception as exc:  # a mechanism's message may quote the update (bit_flip's range)
+        raise InvalidParameterError(
+            f"the release failed ({type(exc).__name__}; its message may quote private values "
+            "and stays on this client)"
+        ) from exc
     finally:
         ledger.close()
     report = np.array(rel.values[0], dtype=np.float64)
