@@ -107,6 +107,13 @@ def federate(run_dir, ledgers, *, clients, rounds, mech, budget=1e9, seed=0):
             {"partition-id": 0, "ldp-mechanism": json.dumps({**MECH, "epsilon": 1.0})},
             "this node is pinned to",
         ),
+        # the run config is the server's: unpinnable, it could have a private metric sent in clear
+        (
+            {"ldp-public-metrics": "train-loss,secret-mean"},
+            {"partition-id": 0, "ldp-public-metrics": "train-loss"},
+            "ldp-public-metrics = 'train-loss,secret-mean', but this node is pinned to",
+        ),
+        ({"ldp-public-metrics": 1}, {"partition-id": 0}, "'ldp-public-metrics' must be a str"),
     ],
 )
 def test_client_settings_refuse_bad_or_unpinned_config(tmp_path, run, node, match):
@@ -124,6 +131,10 @@ def test_settings_from_node_config_override_ledger_and_agent(tmp_path):
     )
     assert st.agent == 7 and st.ledger == tmp_path / "client-7.sqlite"
     assert st.mechanism == Laplace(epsilon=2.0, clip=2.0) and st.budget == 6.0
+    rc = {"ldp-mechanism": json.dumps(MECH), "ldp-budget": 6, "ldp-public-metrics": "b, a"}
+    nc = {"partition-id": 0, "ledger-dir": str(tmp_path), "ldp-public-metrics": "a,b"}
+    st = ClientSettings.from_configs(rc, nc)
+    assert st.public_metrics == ("a", "b")  # the same names, pinned
 
 
 def test_release_is_charged_before_randomising_and_the_budget_stops_it(tmp_path, monkeypatch):

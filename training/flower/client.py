@@ -12,8 +12,8 @@ instruction:
 1. reads the mechanism (``ldp-mechanism``, a :func:`ldp_audit.mechanisms.from_config` dict as
    JSON), the client's total budget (``ldp-budget``) and what is released (``ldp-release``:
    ``"update"``, the local parameters minus the broadcast ones, or ``"parameters"``) from the
-   run config; a SuperNode may pin any of them in its node config, and then a run config that
-   asks for something else is refused;
+   run config; a SuperNode may pin any of them (and ``ldp-public-metrics``) in its node
+   config, and then a run config that asks for something else is refused;
 2. runs the train function, flattens its reply's arrays (in the record's order) and computes
    the update;
 3. releases it through :func:`ldp_audit.release.release`: the client's **own** durable ledger
@@ -103,13 +103,15 @@ class ClientSettings:
     def from_configs(
         cls, run_config: Mapping[str, Any], node_config: Mapping[str, Any]
     ) -> ClientSettings:
-        """Validate the settings; a node-config pin of ``ldp-mechanism``, ``ldp-budget`` or
-        ``ldp-release`` must agree with the run config (which the server writes)."""
+        """Validate the settings; a node-config pin of ``ldp-mechanism``, ``ldp-budget``,
+        ``ldp-release`` or ``ldp-public-metrics`` must agree with the run config (which the
+        server writes: unpinned, it could name a private metric and have it sent in clear)."""
         rc, nc = dict(run_config), dict(node_config)
         read = {
             "ldp-mechanism": lambda v, where: mechanism_from(v, where).to_config(),
             "ldp-budget": budget_from,
             "ldp-release": lambda v, where: str(v),
+            "ldp-public-metrics": lambda v, where: sorted(_names(v)),
         }
         for key, fn in read.items():
             if key in nc and key in rc:
@@ -131,9 +133,6 @@ class ClientSettings:
         ldir = absolute_folder(
             nc.get("ledger-dir", rc.get("ldp-ledger-dir")), f"client {agent}'s ledger ({where})"
         )
-        pub = merged.get("ldp-public-metrics", "")
-        if not isinstance(pub, str):
-            raise InvalidParameterError(f"'ldp-public-metrics' must be a str, got {pub!r}")
         key = merged.get("ldp-arrays-key", "arrays")
         if not isinstance(key, str) or not key:
             raise InvalidParameterError(f"'ldp-arrays-key' must be a non-empty str, got {key!r}")
@@ -146,10 +145,17 @@ class ClientSettings:
             release=rel,
             agent=agent,
             ledger=Path(ldir) / f"client-{agent}.sqlite",
-            public_metrics=tuple(s.strip() for s in pub.split(",") if s.strip()),
+            public_metrics=_names(merged.get("ldp-public-metrics", "")),
             arrays_key=key,
             seed=seed,
         )
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """The metric names of an ``ldp-public-metrics`` setting (comma-separated)."""
+    if not isinstance(value, str):
+        raise InvalidParameterError(f"'ldp-public-metrics' must be a str, got {value!r}")
+    return tuple(s.strip() for s in value.split(",") if s.strip())
 
 
 def release_reply(
