@@ -504,3 +504,25 @@ def test_gaussian_release_is_accounted_by_rdp_at_its_delta(tmp_path):
         assert rel.delta == 1e-5 and report.shape == (5,)
     with pytest.raises(BudgetExceeded, match="method='rdp'"):
         release_reply(model, [np.ones(5)], st, 3)
+
+
+def test_flwr_run_says_when_the_run_directory_did_not_complete(tmp_path):
+    """Every reply refused (a train function replying under another record name): the run
+    directory ends 'failed' while Flower's run completes, and flwr_run returned 0; its run-dir
+    check (called after Flower's status) now returns 1 with one log line naming the first
+    refusal; a complete run is 0, a missing one 1."""
+    import io
+
+    from ldp_audit.training.flower.run import _run_dir_failed
+
+    rec = FlowerRecorder(tmp_path / "failed", system="t", mechanism=from_config(MECH))
+    rec.broadcast([np.zeros(3)])
+    rec.reject(1, 5, "client error: InvalidParameterError: the train reply has no ArrayRecord")
+    rec.close()
+    log = io.StringIO()
+    assert _run_dir_failed({"run-dir": str(tmp_path / "failed")}, log) == 1
+    assert log.getvalue().count("\n") == 1 and "failed; the first of 1 refused" in log.getvalue()
+    assert _run_dir_failed({"run-dir": str(tmp_path / "missing")}, log) == 1
+    assert "not finished (no manifest)" in log.getvalue()
+    run = federate(tmp_path / "ok", tmp_path / "led", clients=2, rounds=1, mech=MECH)
+    assert _run_dir_failed({"run-dir": str(run)}, log) == 0 and _run_dir_failed({}, log) == 0
