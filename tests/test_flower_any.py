@@ -526,3 +526,24 @@ def test_flwr_run_says_when_the_run_directory_did_not_complete(tmp_path):
     assert "not finished (no manifest)" in log.getvalue()
     run = federate(tmp_path / "ok", tmp_path / "led", clients=2, rounds=1, mech=MECH)
     assert _run_dir_failed({"run-dir": str(run)}, log) == 0 and _run_dir_failed({}, log) == 0
+
+
+def test_a_reply_under_another_record_name_is_refused_naming_the_setting(tmp_path, monkeypatch):
+    """A train function replying under "model" while the strategy uses "arrays": nothing is
+    released, and the reason points at 'ldp-arrays-key' (it named the record only)."""
+    from types import SimpleNamespace
+
+    from flwr.app import ArrayRecord, Message, RecordDict
+
+    _in_flower(monkeypatch)
+    rc = {"ldp-mechanism": json.dumps(MECH), "ldp-budget": 5.0, "ldp-ledger-dir": str(tmp_path)}
+    ctx = SimpleNamespace(run_config=rc, node_config={"partition-id": 0})
+
+    def train(m, c):
+        return Message(RecordDict({"model": ArrayRecord([np.ones(3)])}), reply_to=m)
+
+    reply = LdpReleaseMod()(_train_msg([np.zeros(3)]), ctx, train)
+    assert reply.has_error() and "no ArrayRecord 'arrays' (run config 'ldp-arrays-key'" in (
+        reply.error.reason
+    )
+    assert not (tmp_path / "client-0.sqlite").exists()  # refused before any charge

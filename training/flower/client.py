@@ -265,7 +265,10 @@ def sealed_content(
 def _arrays(content: Any, key: str, what: str) -> list[np.ndarray]:
     """The arrays of ``content``'s ArrayRecord ``key``; InvalidParameterError naming ``what``."""
     if key not in content.array_records:
-        raise InvalidParameterError(f"{what} has no ArrayRecord {key!r}")
+        raise InvalidParameterError(
+            f"{what} has no ArrayRecord {key!r} (run config 'ldp-arrays-key': the strategy's "
+            "arrayrecord_key, and the record your train function replies with)"
+        )
     return content[key].to_numpy_ndarrays()
 
 
