@@ -547,3 +547,56 @@ def test_a_reply_under_another_record_name_is_refused_naming_the_setting(tmp_pat
         reply.error.reason
     )
     assert not (tmp_path / "client-0.sqlite").exists()  # refused before any charge
+
+
+def test_an_app_of_mixed_dtypes_releases_only_the_sealed_records(tmp_path, monkeypatch):
+    """An outside app (probe 2026-12-06) through LdpReleaseMod and ldp_server_main on an
+    in-process grid: float32, float64 and int64 arrays; the train function also returns a raw
+    ArrayRecord, a raw ConfigRecord and a private metric. Every reply holds the four sealed
+    records only (metrics: num-examples 1 and the declared train-loss), each client's ledger and
+    the server's hold rounds x clients rows, the arrays keep their dtypes and the run verifies."""
+    from types import SimpleNamespace
+
+    from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+
+    from ldp_audit.cli import main
+    from ldp_audit.training.flower.server import ldp_server_main
+
+    _in_flower(monkeypatch)
+    rc = {"run-dir": str(tmp_path / "run"), "ldp-ledger-dir": str(tmp_path / "led"), "min-nodes": 3}
+    rc.update({"ldp-mechanism": json.dumps(MECH), "ldp-budget": 6.0})
+    rc.update({"num-server-rounds": 2, "ldp-public-metrics": "train-loss"})
+    model = [np.zeros(3, np.float32), np.zeros(1), np.zeros(2, np.int64)]
+    sent, keys = [], []
+
+    def train(msg, context):
+        w, b, steps = msg.content["arrays"].to_numpy_ndarrays()
+        local = [w + np.float32(0.1), b - 0.2, steps + 5]
+        metrics = MetricRecord({"num-examples": 40, "train-loss": 0.5, "secret-mean": 1.234})
+        raw = {"raw": ArrayRecord([np.ones(4)]), "cfg": ConfigRecord({"y0": 1.234})}
+        content = RecordDict({"arrays": ArrayRecord(local), "metrics": metrics, **raw})
+        return Message(content, reply_to=msg)
+
+    class Grid:
+        def get_node_ids(self):
+            return [11, 12, 13]
+
+        def send_and_receive(self, messages, timeout=None):
+            for m in messages:
+                nc = {"partition-id": m.metadata.dst_node_id - 11}
+                ctx = SimpleNamespace(run_config=rc, node_config=nc)
+                sent.append(LdpReleaseMod()(m, ctx, train))
+                keys.append(sorted(sent[-1].content.keys()))  # the server then drops two
+            return sent[-len(messages) :]
+
+    run = ldp_server_main(Grid(), SimpleNamespace(run_config=rc), system="t", initial_arrays=model)
+    assert len(sent) == 6 and not any(r.has_error() for r in sent)
+    assert keys == [["arrays", "ldp-release", "ldp-report", "metrics"]] * 6
+    assert all(dict(r.content["metrics"]) == {"num-examples": 1, "train-loss": 0.5} for r in sent)
+    for r in sent[:3]:  # round 1 (FedAvg's average of round 1 comes back as float64)
+        got = r.content["arrays"].to_numpy_ndarrays()
+        assert [a.dtype for a in got] == [np.float32, np.float64, np.int64]
+    for k in range(3):
+        assert _spent(tmp_path / "led" / f"client-{k}.sqlite") == pytest.approx({str(k): 4.0})
+    assert _spent(run / "ledger.sqlite") == pytest.approx({"0": 4.0, "1": 4.0, "2": 4.0})
+    assert main(["budget", str(run), "--verify"]) == 0
