@@ -27,6 +27,7 @@ from ldp_audit.mechanisms import Laplace, from_config  # noqa: E402
 from ldp_audit.training.flower import digits as D  # noqa: E402
 from ldp_audit.training.flower.client import (  # noqa: E402
     ClientSettings,
+    LdpReleaseMod,
     release_reply,
     sealed_content,
 )
@@ -106,6 +107,13 @@ def federate(run_dir, ledgers, *, clients, rounds, mech, budget=1e9, seed=0):
             {"partition-id": 0, "ldp-mechanism": json.dumps({**MECH, "epsilon": 1.0})},
             "this node is pinned to",
         ),
+        # the run config is the server's: unpinnable, it could have a private metric sent in clear
+        (
+            {"ldp-public-metrics": "train-loss,secret-mean"},
+            {"partition-id": 0, "ldp-public-metrics": "train-loss"},
+            "ldp-public-metrics = 'train-loss,secret-mean', but this node is pinned to",
+        ),
+        ({"ldp-public-metrics": 1}, {"partition-id": 0}, "'ldp-public-metrics' must be a str"),
     ],
 )
 def test_client_settings_refuse_bad_or_unpinned_config(tmp_path, run, node, match):
@@ -123,6 +131,10 @@ def test_settings_from_node_config_override_ledger_and_agent(tmp_path):
     )
     assert st.agent == 7 and st.ledger == tmp_path / "client-7.sqlite"
     assert st.mechanism == Laplace(epsilon=2.0, clip=2.0) and st.budget == 6.0
+    rc = {"ldp-mechanism": json.dumps(MECH), "ldp-budget": 6, "ldp-public-metrics": "b, a"}
+    nc = {"partition-id": 0, "ledger-dir": str(tmp_path), "ldp-public-metrics": "a,b"}
+    st = ClientSettings.from_configs(rc, nc)
+    assert st.public_metrics == ("a", "b")  # the same names, pinned
 
 
 def test_release_is_charged_before_randomising_and_the_budget_stops_it(tmp_path, monkeypatch):
@@ -143,8 +155,9 @@ def test_release_is_charged_before_randomising_and_the_budget_stops_it(tmp_path,
         raise RuntimeError("the mechanism failed after the charge")
 
     monkeypatch.setattr(Laplace, "privatize", boom)
-    with pytest.raises(RuntimeError, match="after the charge"):
+    with pytest.raises(InvalidParameterError, match=r"release failed \(RuntimeError;") as exc:
         release_reply(model, local, st1, 1)
+    assert "after the charge" in str(exc.value.__cause__)  # kept on the client, not sent
     assert _spent(st1.ledger) == pytest.approx({"1": 2.0})  # charged although nothing left
 
 
@@ -186,6 +199,48 @@ def test_only_the_sealed_report_and_its_function_leave(tmp_path):
     assert not np.allclose(report, raw, atol=0.1)
     rel_cfg = content["ldp-release"]
     assert rel_cfg["sealed"] is True and rel_cfg["epsilon"] == 2.0 and rel_cfg["agent"] == 0
+
+
+def _in_flower(monkeypatch):
+    """Let Messages be built outside Flower's processes (what Flower sets in them)."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for key in ("_run_id", "_node_id", "_task_id"):
+        monkeypatch.setattr(TaskIdentity, key, 1)
+
+
+def _train_msg(arrays, server_round=1):
+    from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
+
+    content = {
+        "arrays": ArrayRecord(arrays),
+        "config": ConfigRecord({"server-round": server_round}),
+    }
+    return Message(RecordDict(content), dst_node_id=1, message_type=MessageType.TRAIN)
+
+
+def test_a_mechanism_error_quoting_the_update_does_not_leave(tmp_path, monkeypatch):
+    """bit_flip refuses an update outside [-1, 1] with a message quoting the offending value: the
+    mod sent it as the error reply's reason, so the raw private value 3.14159 reached the server
+    (and its metrics.json); now the reason names the exception's type only."""
+    from types import SimpleNamespace
+
+    from flwr.app import ArrayRecord, Message, RecordDict
+
+    _in_flower(monkeypatch)
+    rc = {"ldp-mechanism": json.dumps({"name": "bit_flip", "epsilon": 1.0}), "ldp-budget": 5.0}
+    rc["ldp-ledger-dir"] = str(tmp_path)
+    ctx = SimpleNamespace(run_config=rc, node_config={"partition-id": 0})
+    msg = _train_msg([np.zeros(3)])
+
+    def train(m, c):
+        return Message(
+            RecordDict({"arrays": ArrayRecord([np.array([0.1, 3.14159, -0.2])])}), reply_to=m
+        )
+
+    reply = LdpReleaseMod()(msg, ctx, train)
+    assert reply.has_error() and "release failed (InvalidParameterError" in reply.error.reason
+    assert "3.14" not in reply.error.reason
 
 
 def test_reply_must_match_the_model(tmp_path):
@@ -449,3 +504,99 @@ def test_gaussian_release_is_accounted_by_rdp_at_its_delta(tmp_path):
         assert rel.delta == 1e-5 and report.shape == (5,)
     with pytest.raises(BudgetExceeded, match="method='rdp'"):
         release_reply(model, [np.ones(5)], st, 3)
+
+
+def test_flwr_run_says_when_the_run_directory_did_not_complete(tmp_path):
+    """Every reply refused (a train function replying under another record name): the run
+    directory ends 'failed' while Flower's run completes, and flwr_run returned 0; its run-dir
+    check (called after Flower's status) now returns 1 with one log line naming the first
+    refusal; a complete run is 0, a missing one 1."""
+    import io
+
+    from ldp_audit.training.flower.run import _run_dir_failed
+
+    rec = FlowerRecorder(tmp_path / "failed", system="t", mechanism=from_config(MECH))
+    rec.broadcast([np.zeros(3)])
+    rec.reject(1, 5, "client error: InvalidParameterError: the train reply has no ArrayRecord")
+    rec.close()
+    log = io.StringIO()
+    assert _run_dir_failed({"run-dir": str(tmp_path / "failed")}, log) == 1
+    assert log.getvalue().count("\n") == 1 and "failed; the first of 1 refused" in log.getvalue()
+    assert _run_dir_failed({"run-dir": str(tmp_path / "missing")}, log) == 1
+    assert "not finished (no manifest)" in log.getvalue()
+    run = federate(tmp_path / "ok", tmp_path / "led", clients=2, rounds=1, mech=MECH)
+    assert _run_dir_failed({"run-dir": str(run)}, log) == 0 and _run_dir_failed({}, log) == 0
+
+
+def test_a_reply_under_another_record_name_is_refused_naming_the_setting(tmp_path, monkeypatch):
+    """A train function replying under "model" while the strategy uses "arrays": nothing is
+    released, and the reason points at 'ldp-arrays-key' (it named the record only)."""
+    from types import SimpleNamespace
+
+    from flwr.app import ArrayRecord, Message, RecordDict
+
+    _in_flower(monkeypatch)
+    rc = {"ldp-mechanism": json.dumps(MECH), "ldp-budget": 5.0, "ldp-ledger-dir": str(tmp_path)}
+    ctx = SimpleNamespace(run_config=rc, node_config={"partition-id": 0})
+
+    def train(m, c):
+        return Message(RecordDict({"model": ArrayRecord([np.ones(3)])}), reply_to=m)
+
+    reply = LdpReleaseMod()(_train_msg([np.zeros(3)]), ctx, train)
+    assert reply.has_error() and "no ArrayRecord 'arrays' (run config 'ldp-arrays-key'" in (
+        reply.error.reason
+    )
+    assert not (tmp_path / "client-0.sqlite").exists()  # refused before any charge
+
+
+def test_an_app_of_mixed_dtypes_releases_only_the_sealed_records(tmp_path, monkeypatch):
+    """An outside app (probe 2026-12-06) through LdpReleaseMod and ldp_server_main on an
+    in-process grid: float32, float64 and int64 arrays; the train function also returns a raw
+    ArrayRecord, a raw ConfigRecord and a private metric. Every reply holds the four sealed
+    records only (metrics: num-examples 1 and the declared train-loss), each client's ledger and
+    the server's hold rounds x clients rows, the arrays keep their dtypes and the run verifies."""
+    from types import SimpleNamespace
+
+    from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+
+    from ldp_audit.cli import main
+    from ldp_audit.training.flower.server import ldp_server_main
+
+    _in_flower(monkeypatch)
+    rc = {"run-dir": str(tmp_path / "run"), "ldp-ledger-dir": str(tmp_path / "led"), "min-nodes": 3}
+    rc.update({"ldp-mechanism": json.dumps(MECH), "ldp-budget": 6.0})
+    rc.update({"num-server-rounds": 2, "ldp-public-metrics": "train-loss"})
+    model = [np.zeros(3, np.float32), np.zeros(1), np.zeros(2, np.int64)]
+    sent, keys = [], []
+
+    def train(msg, context):
+        w, b, steps = msg.content["arrays"].to_numpy_ndarrays()
+        local = [w + np.float32(0.1), b - 0.2, steps + 5]
+        metrics = MetricRecord({"num-examples": 40, "train-loss": 0.5, "secret-mean": 1.234})
+        raw = {"raw": ArrayRecord([np.ones(4)]), "cfg": ConfigRecord({"y0": 1.234})}
+        content = RecordDict({"arrays": ArrayRecord(local), "metrics": metrics, **raw})
+        return Message(content, reply_to=msg)
+
+    class Grid:
+        def get_node_ids(self):
+            return [11, 12, 13]
+
+        def send_and_receive(self, messages, timeout=None):
+            for m in messages:
+                nc = {"partition-id": m.metadata.dst_node_id - 11}
+                ctx = SimpleNamespace(run_config=rc, node_config=nc)
+                sent.append(LdpReleaseMod()(m, ctx, train))
+                keys.append(sorted(sent[-1].content.keys()))  # the server then drops two
+            return sent[-len(messages) :]
+
+    run = ldp_server_main(Grid(), SimpleNamespace(run_config=rc), system="t", initial_arrays=model)
+    assert len(sent) == 6 and not any(r.has_error() for r in sent)
+    assert keys == [["arrays", "ldp-release", "ldp-report", "metrics"]] * 6
+    assert all(dict(r.content["metrics"]) == {"num-examples": 1, "train-loss": 0.5} for r in sent)
+    for r in sent[:3]:  # round 1 (FedAvg's average of round 1 comes back as float64)
+        got = r.content["arrays"].to_numpy_ndarrays()
+        assert [a.dtype for a in got] == [np.float32, np.float64, np.int64]
+    for k in range(3):
+        assert _spent(tmp_path / "led" / f"client-{k}.sqlite") == pytest.approx({str(k): 4.0})
+    assert _spent(run / "ledger.sqlite") == pytest.approx({"0": 4.0, "1": 4.0, "2": 4.0})
+    assert main(["budget", str(run), "--verify"]) == 0

@@ -12,8 +12,8 @@ instruction:
 1. reads the mechanism (``ldp-mechanism``, a :func:`ldp_audit.mechanisms.from_config` dict as
    JSON), the client's total budget (``ldp-budget``) and what is released (``ldp-release``:
    ``"update"``, the local parameters minus the broadcast ones, or ``"parameters"``) from the
-   run config; a SuperNode may pin any of them in its node config, and then a run config that
-   asks for something else is refused;
+   run config; a SuperNode may pin any of them (and ``ldp-public-metrics``) in its node
+   config, and then a run config that asks for something else is refused;
 2. runs the train function, flattens its reply's arrays (in the record's order) and computes
    the update;
 3. releases it through :func:`ldp_audit.release.release`: the client's **own** durable ledger
@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 from ldp_audit.training.flower.protocol import (
     RELEASES,
     absolute_folder,
@@ -103,13 +103,15 @@ class ClientSettings:
     def from_configs(
         cls, run_config: Mapping[str, Any], node_config: Mapping[str, Any]
     ) -> ClientSettings:
-        """Validate the settings; a node-config pin of ``ldp-mechanism``, ``ldp-budget`` or
-        ``ldp-release`` must agree with the run config (which the server writes)."""
+        """Validate the settings; a node-config pin of ``ldp-mechanism``, ``ldp-budget``,
+        ``ldp-release`` or ``ldp-public-metrics`` must agree with the run config (which the
+        server writes: unpinned, it could name a private metric and have it sent in clear)."""
         rc, nc = dict(run_config), dict(node_config)
         read = {
             "ldp-mechanism": lambda v, where: mechanism_from(v, where).to_config(),
             "ldp-budget": budget_from,
             "ldp-release": lambda v, where: str(v),
+            "ldp-public-metrics": lambda v, where: sorted(_names(v)),
         }
         for key, fn in read.items():
             if key in nc and key in rc:
@@ -131,9 +133,6 @@ class ClientSettings:
         ldir = absolute_folder(
             nc.get("ledger-dir", rc.get("ldp-ledger-dir")), f"client {agent}'s ledger ({where})"
         )
-        pub = merged.get("ldp-public-metrics", "")
-        if not isinstance(pub, str):
-            raise InvalidParameterError(f"'ldp-public-metrics' must be a str, got {pub!r}")
         key = merged.get("ldp-arrays-key", "arrays")
         if not isinstance(key, str) or not key:
             raise InvalidParameterError(f"'ldp-arrays-key' must be a non-empty str, got {key!r}")
@@ -146,10 +145,17 @@ class ClientSettings:
             release=rel,
             agent=agent,
             ledger=Path(ldir) / f"client-{agent}.sqlite",
-            public_metrics=tuple(s.strip() for s in pub.split(",") if s.strip()),
+            public_metrics=_names(merged.get("ldp-public-metrics", "")),
             arrays_key=key,
             seed=seed,
         )
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """The metric names of an ``ldp-public-metrics`` setting (comma-separated)."""
+    if not isinstance(value, str):
+        raise InvalidParameterError(f"'ldp-public-metrics' must be a str, got {value!r}")
+    return tuple(s.strip() for s in value.split(",") if s.strip())
 
 
 def release_reply(
@@ -174,7 +180,9 @@ def release_reply(
 
     Raises:
         BudgetExceeded: the client's ledger refused the charge (nothing is randomised).
-        InvalidParameterError: the reply's arrays do not match the broadcast model.
+        InvalidParameterError: the reply's arrays do not match the broadcast model, or the
+            release failed (the message names the exception's type only: the mechanism's own
+            message, chained as ``__cause__`` on the client, may quote the private update).
     """
     from ldp_audit.accountant import Accountant, Budget, Ledger
     from ldp_audit.release import release
@@ -207,6 +215,13 @@ def release_reply(
             # strategy that sends no server-round, never draws the same noise twice
             rng=agent_rng(settings.seed, settings.agent, int(server_round), len(ledger)),
         )
+    except (BudgetExceeded, LedgerError):  # about the ledger, not the data
+        raise
+    except Exception as exc:  # a mechanism's message may quote the update (bit_flip's range)
+        raise InvalidParameterError(
+            f"the release failed ({type(exc).__name__}; its message may quote private values "
+            "and stays on this client)"
+        ) from exc
     finally:
         ledger.close()
     report = np.array(rel.values[0], dtype=np.float64)
@@ -250,7 +265,10 @@ def sealed_content(
 def _arrays(content: Any, key: str, what: str) -> list[np.ndarray]:
     """The arrays of ``content``'s ArrayRecord ``key``; InvalidParameterError naming ``what``."""
     if key not in content.array_records:
-        raise InvalidParameterError(f"{what} has no ArrayRecord {key!r}")
+        raise InvalidParameterError(
+            f"{what} has no ArrayRecord {key!r} (run config 'ldp-arrays-key': the strategy's "
+            "arrayrecord_key, and the record your train function replies with)"
+        )
     return content[key].to_numpy_ndarrays()
 
 

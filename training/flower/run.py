@@ -168,7 +168,10 @@ def flwr_run(
     Returns:
         ``flwr run``'s exit status when it is not 0; else 1 when the run did not end
         ``finished:completed`` on the SuperLink (``flwr ls``: a ServerApp that raised ends
-        ``finished:failed``, Flower's exit code 700, while ``flwr run --stream`` exits 0), else 0.
+        ``finished:failed``, Flower's exit code 700, while ``flwr run --stream`` exits 0), or
+        when ``run_config`` names a ``run-dir`` whose manifest is missing or not ``complete``
+        (every reply refused: ``failed``); else 0. Each status read is a log line
+        ``ldp-audit: ...``.
     """
 
     from ldp_audit.training.flower.protocol import require_flwr
@@ -236,9 +239,31 @@ def flwr_run(
             code = subprocess.run(
                 cmd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False
             ).returncode
-            return code or _run_failed(bindir, env, out)
+            return code or _run_failed(bindir, env, out) or _run_dir_failed(run_config, out)
         finally:
             _stop(link)
+
+
+def _run_dir_failed(run_config: Mapping[str, Any], out: Any) -> int:
+    """1 when the run config names a ``run-dir`` that did not finish ``complete`` (a run whose
+    every reply was refused ends ``failed`` while Flower's run completes), else 0; the reason
+    goes to the log in one line."""
+
+    if "run-dir" not in run_config:
+        return 0
+    run_dir = Path(str(run_config["run-dir"]))
+    man = read_manifest(run_dir) if run_dir.exists() else None
+    status = (man or {}).get("status", "not finished (no manifest)")
+    if status == "complete":
+        return 0
+    has_metrics = man is not None and (run_dir / "metrics.json").exists()
+    rejected = RunDir(run_dir).metrics().get("rejected", []) if has_metrics else []
+    if rejected:
+        status += f"; the first of {len(rejected)} refused replies: {rejected[0]['reason']}"
+    if out is not subprocess.DEVNULL:
+        print(f"ldp-audit: run directory {str(run_dir)!r} {status}", file=out)
+        out.flush()
+    return 1
 
 
 def _run_failed(bindir: str, env: dict[str, str], out: Any) -> int:
