@@ -600,3 +600,31 @@ def test_an_app_of_mixed_dtypes_releases_only_the_sealed_records(tmp_path, monke
         assert _spent(tmp_path / "led" / f"client-{k}.sqlite") == pytest.approx({str(k): 4.0})
     assert _spent(run / "ledger.sqlite") == pytest.approx({"0": 4.0, "1": 4.0, "2": 4.0})
     assert main(["budget", str(run), "--verify"]) == 0
+
+
+def test_the_pgc_app_mod_sends_no_exception_message(tmp_path, monkeypatch):
+    """The PGC-A3C app's client mod put `f"{type}: {message}"` of any failure in the error reply,
+    and passed Flower's own error reply of a raising train function (its reason quotes the
+    exception) on to the server: a message quoting the private gravity would have left. Now the
+    server sees the exception's type (a ledger or budget refusal keeps its message)."""
+    from flwr.app import Error, Message
+
+    from ldp_audit.training.flower import pgc_app as P
+
+    _in_flower(monkeypatch)
+    msg = _train_msg([np.zeros(3)])
+
+    def raising_release(self, raw, context):
+        raise ValueError("gravity 9.8123 is not in the grid")
+
+    monkeypatch.setattr(P.LdpReleaseMod, "_release", raising_release)
+    monkeypatch.setitem(P._PENDING, msg.metadata.message_id, {"config": {}})
+    reply = P.LdpReleaseMod()(msg, None, lambda m, c: Message(_train_msg([]).content, reply_to=m))
+    assert reply.has_error() and reply.error.reason.startswith("ValueError")
+    assert "9.81" not in reply.error.reason
+
+    def train_failed(m, c):  # what Flower replies when the train function raises
+        return Message(Error(code=3, reason="ValueError: gravity 9.8123 ..."), reply_to=m)
+
+    reply = P.LdpReleaseMod()(msg, None, train_failed)
+    assert reply.has_error() and reply.error.code == 3 and "9.81" not in reply.error.reason

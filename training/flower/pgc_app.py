@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.accountant import Accountant, Budget, Ledger
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 from ldp_audit.rundir import RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import (
@@ -167,13 +167,17 @@ class LdpReleaseMod:
             finally:  # the gradient never outlives this call, whatever happens
                 with _PENDING_LOCK:
                     raw = _PENDING.pop(msg.metadata.message_id, None)
-            if out.has_error():
-                return out
+            if out.has_error():  # Flower's reason quotes the train function's exception
+                reason = "the train function failed (its message stays on this client)"
+                return Message(Error(code=out.error.code, reason=reason), reply_to=msg)
             if raw is None:
                 return Message(Error(code=1, reason="no gradient to release"), reply_to=msg)
             rel = self._release(raw, context)
-        except Exception as exc:  # nothing released; the server sees only the reason
+        except (BudgetExceeded, LedgerError) as exc:  # about the ledger, not the data
             return Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
+        except Exception as exc:  # nothing released; a message may quote the private gravity
+            reason = f"{type(exc).__name__} (its message may quote private values: not sent)"
+            return Message(Error(code=2, reason=reason), reply_to=msg)
         out.content["report"] = ArrayRecord([np.ascontiguousarray(rel.values)])
         out.content["release"] = ConfigRecord(
             {
