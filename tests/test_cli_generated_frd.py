@@ -81,7 +81,7 @@ def test_the_options_build_the_same_configs(
         (["--epsilon", "1e-320"], "--epsilon must be >= 2.22507e-308 (a normal double)"),
         (["--epsilon", "1_0"], "got '1_0'"),
         (["--epsilon", "1", "--mode", "fedavg"],
-         "ldp_epsilon is for mode 'frd' (the LDP proxy memory), got mode 'fedavg'"),
+         "--epsilon is for mode 'frd' (the LDP proxy memory), got mode 'fedavg'"),
         (["--gravities", "9,10", "--private-param", "length=1,2"],
          "--gravities and --private-param both declare the secret"),
     ],
