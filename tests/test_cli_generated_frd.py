@@ -223,3 +223,14 @@ def test_reproduce_bad_values_exit_2_naming_the_option(
     assert e.value.code == 2
     assert needle in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_reproduce_a_check_across_settings_names_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--threshold above the paper settings' 500 steps: refused (by the cells' FrdConfig, in
+    the sizes check) before any work, naming the option, not the field."""
+    out = tmp_path / "rep"
+    assert main(["reproduce", "frd", "--threshold", "1e30", "--out", str(out)]) == 2
+    assert "error: --threshold must be <= episode_steps (500:" in capsys.readouterr().err
+    assert not out.exists()

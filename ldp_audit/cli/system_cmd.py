@@ -298,8 +298,8 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
         with options_named(cls):  # the options given; the others: its defaults
             settings = from_args(cls, args)
-        where = backend_options(args)  # --backend/--address/--workers: usage errors first
-        _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
+            where = backend_options(args)  # --backend/--address/--workers: usage errors first
+            _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
         out = _out(args, c, settings)
         run = functools.partial(fn, settings, **kw, **where)
     check_not_inside_run(out, "--out")  # before the experiment
