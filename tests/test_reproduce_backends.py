@@ -113,6 +113,10 @@ def test_cli_address_without_ray_is_a_usage_error_before_work(tmp_path, capsys):
     assert "argument --workers: --workers must be an integer >= 1, got '0'" in (
         capsys.readouterr().err
     )
+    with pytest.raises(SystemExit) as ei:
+        main(["reproduce", "pgc-a3c", "--seed", "-1", "--out", str(out)])
+    assert ei.value.code == 2
+    assert "argument --seed: --seed must be an integer >= 0, got '-1'" in capsys.readouterr().err
     assert not out.exists()
 
 
