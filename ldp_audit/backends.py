@@ -83,24 +83,29 @@ class TaskInputError(TaskError, LdpAuditError):
     directory): the CLI maps it to exit code 2 like the error itself."""
 
 
-def check_backend(backend: Any, address: Any = None, workers: Any = None) -> tuple[str, Any, Any]:
-    """Validate ``backend``, ``address`` and ``workers`` (before any work); returns them."""
+def check_backend(
+    backend: Any, address: Any = None, workers: Any = None, *, cli: bool = False
+) -> tuple[str, Any, Any]:
+    """Validate ``backend``, ``address`` and ``workers`` (before any work); returns them. The
+    messages name the arguments, or with ``cli`` the command-line options (``--address``)."""
+    arg = (lambda n: "--" + n) if cli else (lambda n: n)
     if not isinstance(backend, str) or backend not in BACKENDS:
-        raise InvalidParameterError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        raise InvalidParameterError(f"{arg('backend')} must be one of {BACKENDS}, got {backend!r}")
     if address is not None:
         if backend != "ray":
-            raise InvalidParameterError(
-                f"address applies to backend='ray' only, got backend={backend!r}"
-            )
+            ray, given = ("--backend ray", f"--backend {backend}") if cli else (
+                "backend='ray'", f"backend={backend!r}")  # fmt: skip
+            raise InvalidParameterError(f"{arg('address')} applies to {ray} only, got {given}")
         # what ray.init reads; a malformed one is a ValueError inside Ray after --out is made
         if not isinstance(address, str) or not re.fullmatch(
             r"auto|local|\w+://\S+|\S+:\d+", address
         ):
             raise InvalidParameterError(
-                f"address must be 'auto', 'local', HOST:PORT or a URL (ray://HOST:PORT), "
+                f"{arg('address')} must be 'auto', 'local', HOST:PORT or a URL (ray://HOST:PORT), "
                 f"got {address!r}"
             )
-    return backend, address, None if workers is None else check_int(workers, "workers", minimum=1)
+    checked = None if workers is None else check_int(workers, arg("workers"), minimum=1)
+    return backend, address, checked
 
 
 def _describe(describe: Callable[[Any], str] | None, item: Any) -> str:
@@ -557,7 +562,9 @@ def backend_options(args: Any = None, **given: Any) -> dict[str, Any]:
     """
     names = ("backend", "address", "workers")
     src = {**{n: getattr(args, n, None) for n in names}, **given}
-    checked = check_backend(src["backend"] or "local", src["address"], src["workers"])
+    checked = check_backend(  # parsed options: the messages name the options
+        src["backend"] or "local", src["address"], src["workers"], cli=args is not None
+    )
     return dict(zip(names, checked, strict=True))
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -58,10 +59,10 @@ import re
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.parse import INT_MAX, parse_int, real_in
 
 __all__ = [
@@ -248,7 +249,37 @@ def option_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
-def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
+def option_words(text: str, options: Mapping[str, str]) -> str:
+    """A config's message as the command line says it: each field of ``options`` (name ->
+    option) that it names as a parameter becomes its option (``state_low/state_high must be``
+    -> ``--state-low/--state-high must be``, ``actor_lr=1`` -> ``--actor-lr=1``): a name with
+    an underscore, or one followed by ``must``, ``=`` or ``/``; never inside a word, a path or
+    quotes."""
+    if not options:
+        return text
+    alt = "|".join(map(re.escape, sorted(options, key=len, reverse=True)))
+
+    def sub(m: re.Match) -> str:  # a/b: both names or neither
+        named = "_" in m[0] or "/" in m[0] or re.match(r"\s+must\b|=", text[m.end() :])
+        return "/".join(options[n] for n in m[0].split("/")) if named else m[0]
+
+    return re.sub(rf"(?<![\w./'\"-])(?:{alt})(?:/(?:{alt}))*(?![\w./'\"-])", sub, text)
+
+
+@contextlib.contextmanager
+def options_named(cls: type) -> Iterator[None]:
+    """Inside, a :class:`~ldp_audit.errors.LdpAuditError` (a config's check, a run's
+    refusal) names the config ``cls``'s fields by their options (:func:`option_words`): the
+    command line's words for an error the library words in its arguments' names."""
+    try:
+        yield
+    except LdpAuditError as exc:
+        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
+        exc.args = (option_words(str(exc), {f.name: _field_option(f) for f in fields}),)
+        raise
+
+
+def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any], name: str = "") -> Any:
     """A strict converter for one scalar type, or None when the type is not a CLI scalar. The
     messages are the CLI's own (:mod:`ldp_audit.cli.types`), so a generated option and a
     hand-written one refuse a value in the same words; a field's ``check`` runs first, on the
@@ -265,7 +296,7 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
         try:
             check(read(text))
         except InvalidParameterError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            raise argparse.ArgumentTypeError(option_words(str(exc), {name: opt})) from None
         return conv(text)
 
     return conv_checked
@@ -329,7 +360,7 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
     if tp is bool:  # bool | None too: absent keeps the default (None)
         return {"action": argparse.BooleanOptionalAction}
     if b.get("whole"):  # parse reads the one string into the whole value
-        return {"type": _or_none(_scalar_parser(None, opt, b), optional)}
+        return {"type": _or_none(_scalar_parser(None, opt, b, f.name), optional)}
     origin = typing.get_origin(tp)
     nargs = None
     choices = b.get("choices")
@@ -346,7 +377,7 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
             return None
         tp = args[0] if args else None
         nargs = "*" if b.get("empty") else "+"
-    conv = _scalar_parser(tp, opt, b)
+    conv = _scalar_parser(tp, opt, b, f.name)
     if conv is None:
         return None
     spec: dict[str, Any] = {"nargs": nargs} if nargs else {}

@@ -211,3 +211,17 @@ def test_migrate_to_converts_a_version_1_ledger(tmp_path, capsys):
     assert _main(["budget", str(new), "--agent", "x", "--json", "--method", "basic"]) == 0
     assert json.loads(capsys.readouterr().out)["agents"][0]["epsilon"] == 0.5
     assert _main(["budget", str(old), "--migrate-to", str(new)]) == 2  # never overwrites
+
+
+def test_text_header_is_the_ledgers_totals_with_agent_said_apart(ledger, capsys):
+    """The header counts the whole ledger (81 charges, 31 agents) with or without --agent;
+    --agent's selection is said apart, in the singular where it is one."""
+    assert _main(["budget", str(ledger), "--delta", "1e-5"]) == 0
+    assert f"ledger: {ledger}  (81 charges, 31 agents)\n" in capsys.readouterr().out
+    assert _main(["budget", str(ledger), "--agent", "dpsgd", "--delta", "1e-5"]) == 0
+    head = f"ledger: {ledger}  (81 charges, 31 agents; showing agent dpsgd: 50 charges)\n"
+    assert head in capsys.readouterr().out
+    assert _main(["budget", str(ledger), "--agent", "0/3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ledger_agents"] == 31
+    assert _main(["budget", str(ledger), "--agent", "0/3"]) == 0
+    assert "(81 charges, 31 agents; showing agent 0/3: 1 charge)\n" in capsys.readouterr().out

@@ -206,7 +206,7 @@ def test_cli_sweep_backend_usage_errors(tmp_path, capsys):
     assert ei.value.code == 2
     code = main(["attack", "sweep", "--address", "auto", "--out", str(out), "--quiet"])
     assert code == 2
-    assert "address applies to backend='ray' only" in capsys.readouterr().err
+    assert "--address applies to --backend ray only, got --backend local" in capsys.readouterr().err
     assert not out.exists()  # refused before any work
 
 

@@ -68,7 +68,7 @@ def test_reproduce_cli_backend_usage_errors_before_work(system, tmp_path, capsys
     out = tmp_path / "rep"
     code = main(["reproduce", system, "--address", "auto", "--out", str(out)])
     assert code == 2
-    assert "address applies to backend='ray' only" in capsys.readouterr().err
+    assert "--address applies to --backend ray only, got --backend local" in capsys.readouterr().err
     assert not out.exists()
     for bad in (["--backend", "dask"], ["--workers", "0"]):
         with pytest.raises(SystemExit) as ei:

@@ -81,7 +81,7 @@ def test_the_options_build_the_same_configs(
         (["--epsilon", "1e-320"], "--epsilon must be >= 2.22507e-308 (a normal double)"),
         (["--epsilon", "1_0"], "got '1_0'"),
         (["--epsilon", "1", "--mode", "fedavg"],
-         "ldp_epsilon is for mode 'frd' (the LDP proxy memory), got mode 'fedavg'"),
+         "--epsilon is for mode 'frd' (the LDP proxy memory), got mode 'fedavg'"),
         (["--gravities", "9,10", "--private-param", "length=1,2"],
          "--gravities and --private-param both declare the secret"),
     ],
@@ -222,4 +222,15 @@ def test_reproduce_bad_values_exit_2_naming_the_option(
         main(["reproduce", "frd", *argv, "--out", str(out)])
     assert e.value.code == 2
     assert needle in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_reproduce_a_check_across_settings_names_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--threshold above the paper settings' 500 steps: refused (by the cells' FrdConfig, in
+    the sizes check) before any work, naming the option, not the field."""
+    out = tmp_path / "rep"
+    assert main(["reproduce", "frd", "--threshold", "1e30", "--out", str(out)]) == 2
+    assert "error: --threshold must be <= episode_steps (500:" in capsys.readouterr().err
     assert not out.exists()

@@ -125,7 +125,7 @@ def test_the_constants_reach_the_gymnasium_trainer(captured: None) -> None:
         (["--clip", "1e300"], ("--clip", "could move by")),  # noisy steps would overflow
         (["--buffer-size", "0"], ("--buffer-size must be an integer >= 1, got '0'",)),
         (["--reduced-dim", "113"], ("--reduced-dim must be <= 112, got '113'",)),
-        (["--reduced-dim", "3"], ("reduced_dim applies to mechanism='prs' only",)),
+        (["--reduced-dim", "3"], ("--reduced-dim applies to --mechanism='prs' only",)),
         (["--window", "0"], ("--window must be an integer >= 1, got '0'",)),
         (["--target-score", "nan"], ("--target-score", "'nan'")),
         (["--budget", "1"], ("unrecognized arguments: --budget",)),  # no option: see train_cmd

@@ -185,7 +185,7 @@ def test_a_fields_check_refuses_in_the_configs_words_before_the_bounds() -> None
     assert "(>= 0, <= 1e+06; default: 1.0)" in help_text  # bounds with :g (issue 25)
     assert "(>= 1e-06; default: none)" in help_text  # None as the word the option reads
     for argv, needle in [
-        (["--scale", "1e40"], "argument --scale: scale must be in [0, 1e6] (float32 outputs)"),
+        (["--scale", "1e40"], "argument --scale: --scale must be in [0, 1e6] (float32 outputs)"),
         (["--scale", "-1"], "got -1.0"),
         (["--scale", "inf"], "got inf"),  # read, then refused by the check (not by the reader)
         (["--scale", "nan"], "--scale must be 'inf', '-inf' or a finite number"),  # strict reader
@@ -493,3 +493,33 @@ def test_epsilon_or_inf_reads_like_a_generated_option() -> None:
         )
     with pytest.raises(argparse.ArgumentTypeError, match="--epsilon must be >= .*normal double"):
         epsilon_or_inf("1e-320")
+
+
+def test_option_words_names_the_fields_a_message_names_as_parameters() -> None:
+    """A config's message on the command line names options; prose, paths and quoted values
+    keep their words (a single-word field only where it is a parameter: ``must``, ``=``)."""
+    from ldp_audit.config import option_words
+
+    opts = {"threshold": "--threshold", "episode_steps": "--episode-steps", "seed": "--seed",
+            "state_low": "--state-low", "state_high": "--state-high",
+            "actor_lr": "--lr-a"}  # fmt: skip
+    said = {
+        "threshold must be <= episode_steps, 9": "--threshold must be <= --episode-steps, 9",
+        "state_low/state_high must be ranges": "--state-low/--state-high must be ranges",
+        "too large (actor_lr=1e+30, seed=3)": "too large (--lr-a=1e+30, --seed=3)",
+        "the seed of /r/state_low/x, 'actor_lr', state_low.json": "the seed of /r/state_low/x, "
+        "'actor_lr', state_low.json",
+    }
+    for text, words in said.items():
+        assert option_words(text, opts) == words
+
+
+def test_options_named_rewrites_errors_inside_only() -> None:
+    from ldp_audit.config import options_named
+    from ldp_audit.training.frd.config import FrdConfig
+
+    with pytest.raises(InvalidParameterError, match=r"^threshold must be <= episode_steps"):
+        FrdConfig(threshold=600)  # the Python API keeps its arguments' names
+    with pytest.raises(InvalidParameterError, match=r"^--threshold must be <= --episode-steps"):
+        with options_named(FrdConfig):
+            FrdConfig(threshold=600)

@@ -73,7 +73,7 @@ def test_train_attack_report(tmp_path, capsys) -> None:
             ["--per-sample", "fast"],
             "--per-sample must be one of 'auto', 'materialize', 'ghost', got 'fast'",
         ),
-        (["--canaries", "1"], "--canaries: canaries must be 0 or an integer >= 2, got 1"),
+        (["--canaries", "1"], "--canaries: --canaries must be 0 or an integer >= 2, got 1"),
         (
             ["--budget-epsilon", "0"],
             "--budget-epsilon must be a finite number in (0, inf), got '0'",
@@ -108,12 +108,12 @@ def test_bad_cli_input_is_usage_error(tmp_path, capsys, args, needle) -> None:  
         (["--privacy", "none", "--canaries", "5"], "canaries audit DP-SGD training"),
         (
             ["--privacy", "dpsgd", "--noise-multiplier", "0", "--canaries", "5"],
-            "they need noise_multiplier > 0",
+            "they need --noise-multiplier > 0",
         ),
-        (["--privacy", "dpsgd", "--state-box", "cartpole"], "state_box clips observations"),
+        (["--privacy", "dpsgd", "--state-box", "cartpole"], "--state-box clips observations"),
         (
             ["--privacy", "obs-noise", "--state-box=-1,1;-1,1;0,0.01;-1,1"],
-            "state_box must contain the declared IQRs",
+            "--state-box must contain the declared IQRs",
         ),  # fmt: skip
     ],
 )

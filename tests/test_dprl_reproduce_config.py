@@ -83,10 +83,10 @@ def test_reproduce_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--audit-canaries", "1"], "audit_canaries must be 0 or an integer >= 2, got 1"),
+        (["--audit-canaries", "1"], "--audit-canaries must be 0 or an integer >= 2, got 1"),
         (
             ["--audit-canaries", "-2"],
-            "--audit-canaries: audit_canaries must be 0 or an integer >= 2",
+            "--audit-canaries: --audit-canaries must be 0 or an integer >= 2",
         ),
         (["--audit-canaries", "1.5"], "--audit-canaries must be an integer, got '1.5'"),
         (["--dpsgd-noise", "1"], "unrecognized arguments: --dpsgd-noise 1"),  # spelled --noise

@@ -86,7 +86,7 @@ def test_an_absurd_learning_rate_stops_with_diverged_before_releasing_nan():
         train_many([FrdConfig(**{**TINY, "actor_lr": 1e30})], seed=0, accountants=[acc])
     msg = str(e.value)
     assert msg.startswith("frd diverged: config 0, group ") and "agent " in msg
-    assert "learning rate too large (actor_lr=1e+30, critic_lr=0.005)" in msg
+    assert "learning rate too large (actor_lr=1e+30, critic_lr=0.005, distil_lr=0.001)" in msg
 
 
 def test_paper_settings_match_table_1():

@@ -132,7 +132,7 @@ def test_cli_backend_usage_errors_before_work(tmp_path, capsys):
 
     out = tmp_path / "rep"
     assert main(["reproduce", "frd", "--address", "auto", "--out", str(out)]) == 2
-    assert "address applies to backend='ray' only" in capsys.readouterr().err
+    assert "--address applies to --backend ray only, got --backend local" in capsys.readouterr().err
     for bad in (["--backend", "dask"], ["--workers", "0"], ["--workers", "x"]):
         with pytest.raises(SystemExit) as ei:
             main(["reproduce", "frd", *bad, "--out", str(out)])

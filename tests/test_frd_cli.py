@@ -45,7 +45,7 @@ def test_ldp_needs_frd_mode(tmp_path, capsys):
     rc = main(["train", "frd", "--mode", "fedavg", "--epsilon", "1", "--out", str(out)])
     assert rc == 2
     err = capsys.readouterr().err  # FrdConfig's own check, before any work
-    assert "ldp_epsilon is for mode 'frd' (the LDP proxy memory), got mode 'fedavg'" in err
+    assert "--epsilon is for mode 'frd' (the LDP proxy memory), got mode 'fedavg'" in err
     assert not out.exists()
 
 

@@ -122,10 +122,10 @@ def test_bad_values_refused_by_name_before_any_work(argv, needles, tmp_path, cap
 @pytest.mark.parametrize(
     "argv, needle",
     [
-        (["--proxy-dims", "1", "1"], "proxy_dims must be distinct"),
-        (["--state-low", "0", "0"], "state_low/state_high must be 4 finite ranges"),
-        (["--threshold", "600"], "threshold must be <= episode_steps"),
-        (["--episode-steps", "100"], "threshold must be <= episode_steps"),
+        (["--proxy-dims", "1", "1"], "--proxy-dims must be distinct"),
+        (["--state-low", "0", "0"], "--state-low/--state-high must be 4 finite ranges"),
+        (["--threshold", "600"], "--threshold must be <= --episode-steps"),
+        (["--episode-steps", "100"], "--threshold must be <= --episode-steps"),
     ],
 )
 def test_whole_config_checks_exit_2_before_any_work(argv, needle, tmp_path, capsys):
@@ -213,6 +213,6 @@ def test_a_diverging_run_is_exit_2_naming_the_learning_rate(tmp_path, capsys):
             "--no-progress", "--out", str(out)]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "frd diverged" in err and "critic_lr=1e+30" in err and "Traceback" not in err
+    assert "frd diverged" in err and "--critic-lr=1e+30" in err and "Traceback" not in err
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     assert not (out / "metrics.json").exists() and not (out / "ledger.sqlite-journal").exists()

@@ -528,3 +528,15 @@ def test_gradient_accumulation_gives_the_run_of_the_whole_batches(tmp_path: Path
     np.testing.assert_array_equal(sec1["canary_joins"], sec0["canary_joins"])
     assert sec1["canary_joins"].sum() > 0  # canaries did join
     np.testing.assert_allclose(tr1["canary_projection"], tr0["canary_projection"], atol=1e-4)
+
+
+def test_train_opacus_names_the_options_of_refused_fields(tmp_path, capsys) -> None:
+    """``train opacus --noise-sketch 0``: the config's check on the command line names the
+    option, not the field (noise_sketch); nothing is written."""
+    from ldp_audit.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "opacus", "--noise-sketch", "0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "OpacusRunConfig: --noise-sketch must be an integer >= 1, got 0" in err
+    assert not out.exists()

@@ -98,11 +98,26 @@ def test_cli_address_without_ray_is_a_usage_error_before_work(tmp_path, capsys):
     out = tmp_path / "rep"
     code = main(["reproduce", "pgc-a3c", *TINY, "--address", "auto", "--out", str(out)])
     assert code == 2
-    assert "address applies to backend='ray' only" in capsys.readouterr().err
+    assert "--address applies to --backend ray only, got --backend local" in capsys.readouterr().err
     assert not out.exists()
     with pytest.raises(SystemExit) as ei:
         main(["reproduce", "pgc-a3c", "--backend", "dask", "--out", str(out)])
     assert ei.value.code == 2
+    # the command line names its options, never run_tasks' arguments (address=, workers=)
+    bad = ["--backend", "ray", "--address", "head"]
+    assert main(["reproduce", "pgc-a3c", *TINY, *bad, "--out", str(out)]) == 2
+    assert "error: --address must be 'auto', 'local', HOST:PORT" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ei:
+        main(["reproduce", "pgc-a3c", "--workers", "0", "--out", str(out)])
+    assert ei.value.code == 2
+    assert "argument --workers: --workers must be an integer >= 1, got '0'" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit) as ei:
+        main(["reproduce", "pgc-a3c", "--seed", "-1", "--out", str(out)])
+    assert ei.value.code == 2
+    assert "argument --seed: --seed must be an integer >= 0, got '-1'" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

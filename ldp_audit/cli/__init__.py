@@ -212,6 +212,10 @@ def _main(argv: list[str] | None) -> int:
         from ldp_audit.limits import check_input_paths
 
         check_input_paths(args)  # a FIFO / socket / device input: exit 2, never opened
+        if hasattr(args, "backend"):  # --backend/--address/--workers: named so, before any work
+            from ldp_audit.backends import backend_options
+
+            backend_options(args)
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code

@@ -213,7 +213,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         print("(a ledger file alone: pass the run directory to check it against its manifest)")
     else:
-        _print_text(out, args.limit)
+        _print_text(out, args.limit, args.agent)
     return exit_code(False, out["authenticated"] and not (refused or unverified))
 
 
@@ -266,6 +266,7 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
     return {
         "ledger": str(path),
         "charges": len(ledger),
+        "ledger_agents": len(rows) if args.agent is None else len(ledger.agents()),
         "chain_head": ledger.chain_head(),
         "delta": args.delta,
         "delta_source": delta_source,
@@ -334,9 +335,18 @@ def _row(
     return dict(agent=agent, scope=scope, epsilon=eps, method=method, remaining=remaining)
 
 
-def _print_text(out: dict, limit: int) -> None:
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _print_text(out: dict, limit: int, agent: str | None) -> None:
     b = out["budget"]
-    print(f"ledger: {out['ledger']}  ({out['charges']} charges, {len(out['agents'])} agents)")
+    # the ledger's totals; --agent's selection said apart (never "30 charges, 1 agents")
+    shown = ""
+    if agent is not None:
+        shown = f"; showing agent {agent}: {_count(out['agents'][0]['charges'], 'charge')}"
+    totals = f"{_count(out['charges'], 'charge')}, {_count(out['ledger_agents'], 'agent')}"
+    print(f"ledger: {out['ledger']}  ({totals}{shown})")
     print(f"chain head: {out['chain_head']}  (ldp-audit budget RUN --verify checks it all)")
     print(_auth_line(out["authenticated"], out["auth_note"], out["key_id"]))
     if out.get("storage_note"):

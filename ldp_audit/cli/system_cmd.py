@@ -52,7 +52,7 @@ from ldp_audit.cli.types import (
     run_mode,
     show_progress,
 )
-from ldp_audit.config import add_arguments, from_args, given_config, option_name
+from ldp_audit.config import add_arguments, from_args, given_config, option_name, options_named
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, to_jsonable, write_artifact
@@ -236,6 +236,11 @@ def _generic_train(args: argparse.Namespace) -> int:
     s = systems.get(args.system_name)
     c = s.train_command
     kw = given_config(s.config_class, args, getattr(args, "set", None) or ())
+    with options_named(s.config_class):  # its errors name --actor-lr, not actor_lr
+        return _train(args, s, c, kw)
+
+
+def _train(args: argparse.Namespace, s: Any, c: Any, kw: dict[str, Any]) -> int:
     if c.from_args:
         cfg = systems.call(c.from_args, f"system {s.name!r} from_args")(args, kw)
     else:  # validated by the config itself, before any work
@@ -291,9 +296,10 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         )
     else:
         cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
-        settings = from_args(cls, args)  # the options given; the others: its defaults
-        where = backend_options(args)  # --backend/--address/--workers: usage errors first
-        _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
+        with options_named(cls):  # the options given; the others: its defaults
+            settings = from_args(cls, args)
+            where = backend_options(args)  # --backend/--address/--workers: usage errors first
+            _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
         out = _out(args, c, settings)
         run = functools.partial(fn, settings, **kw, **where)
     check_not_inside_run(out, "--out")  # before the experiment

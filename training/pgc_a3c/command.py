@@ -254,7 +254,7 @@ def reproduce_options(r: argparse.ArgumentParser) -> None:
     trials = _cap("--trials", 100_000, "each trial is a full training run")
     r.add_argument("--trials", type=trials, default=20)
     add_max_submissions(r)
-    r.add_argument("--seed", type=_cap("seed", INT_MAX, low=0), default=0)
+    r.add_argument("--seed", type=_cap("--seed", INT_MAX, low=0), default=0)
     r.add_argument("--figure2-trials", type=trials, default=None,
                    help="trials per extra Figure 2 setting (default: --trials)")  # fmt: skip
     r.add_argument("--figure2-submissions", type=_MAX_SUBMISSIONS, default=None,
@@ -277,7 +277,7 @@ def reproduce_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--audit-samples", type=_cap("--audit-samples", INT_MAX, low=1000),
                    default=200_000, help="with --readings: auditor samples per input of each "
                    "pair")  # fmt: skip
-    r.add_argument("--workers", type=_cap("value", INT_MAX), default=None,
+    r.add_argument("--workers", type=_cap("--workers", INT_MAX), default=None,
                    help="processes (--backend local) or Ray CPUs started here (--backend ray) "
                    "to spread the grid over (default: the CPU count; results do not depend on "
                    "it)")  # fmt: skip
