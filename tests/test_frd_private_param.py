@@ -139,7 +139,7 @@ def test_cli_run_stores_the_secret_and_attack_dynamics_scores_it(tmp_path, capsy
 @pytest.mark.parametrize(
     "extra, needle, code",
     [
-        (["--private-param", "tau=0.01,0.02"], "private_param must be one of", 2),
+        (["--private-param", "tau=0.01,0.02"], "--private-param must be one of", 2),
         (["--private-param", "length=abc,1"], "--private-param length must be a finite", 2),
         (["--private-param", "length=0.5"], "needs at least two candidate values", 2),
         (["--private-param", "length=0.5,0.5"], "[0.5] repeated", 2),

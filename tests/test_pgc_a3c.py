@@ -574,7 +574,8 @@ def test_cli_readings_options(capsys, tmp_path, monkeypatch):
     # refused combinations exit 2 with a message naming the option
     rc = main(["train", "pgc-a3c", "--mechanism", "prs", "--epsilon", "1", "--clip-kind",
                "coordinate", "--trials", "1", "--max-submissions", "20"])  # fmt: skip
-    assert rc == 2 and "clip_kind='coordinate' applies" in capsys.readouterr().err
+    err = capsys.readouterr().err  # the options' names, not the config's fields
+    assert rc == 2 and "--clip-kind='coordinate' applies" in err and "--mechanism='prs'" in err
     rc = main(["reproduce", "pgc-a3c", "--readings", "--acting", "sample", "--trials", "1"])
     assert rc == 2 and "--acting" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
