@@ -32,14 +32,13 @@ from ldp_audit.cli.types import (
 )
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.report import check_report_out
-from ldp_audit.report._load import json_files
 from ldp_audit.report.browser import find_chromium, screenshot
 from ldp_audit.rundir import (
     RunDir,
     to_jsonable,
 )
 from ldp_audit.rundir.files import pin_checked, read_checked
-from ldp_audit.rundir.paths import is_run_dir, timestamped_dir
+from ldp_audit.rundir.paths import is_run_dir, json_files, timestamped_dir
 from ldp_audit.rundir.seal import check_analyses, check_document_seal, seal_analyses
 
 #: the evidence a verdict rests on, weakest last, and what its verdict line says about it

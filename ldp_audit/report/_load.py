@@ -22,6 +22,7 @@ from typing import Any
 from ldp_audit.audit.results import VERDICT_KINDS
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir.files import read_json
+from ldp_audit.rundir.paths import json_files
 from ldp_audit.rundir.reader import RunDir
 
 #: Files every run of any system has (the run-directory contract) and the core report cannot be
@@ -118,11 +119,6 @@ def _check_attack(path: Path, a: Any) -> dict[str, Any]:
     ):
         raise _err(path, f"'accuracy' must be a number in [0, 1] or null, got {v!r}")
     return a
-
-
-def json_files(base: Path) -> list[Path]:
-    """The ``*.json`` files of the folder ``base`` (sorted), or ``[base]`` itself."""
-    return sorted(f for f in base.glob("*.json") if f.is_file()) if base.is_dir() else [base]
 
 
 def _classify(obj: Any) -> str | None:

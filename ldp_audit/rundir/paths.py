@@ -27,6 +27,7 @@ __all__ = [
     "check_new_file",
     "check_report_dir",
     "is_run_dir",
+    "json_files",
     "report_written",
     "timestamped_dir",
 ]
@@ -218,3 +219,9 @@ def timestamped_dir(prefix: str) -> str:
         k += 1
         p = f"{base}-{k}"
     return p
+
+
+def json_files(base: Path) -> list[Path]:
+    """The ``*.json`` files of the folder ``base`` (sorted), or ``[base]`` itself (a file): what
+    ``report RUN EXTRA...`` reads from each EXTRA."""
+    return sorted(f for f in base.glob("*.json") if f.is_file()) if base.is_dir() else [base]
