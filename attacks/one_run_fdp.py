@@ -222,8 +222,8 @@ def claimed_lines(run_dir: str | Path) -> dict[str, Any]:
     Roth & Su 2022). Poisson-sampled ones (DQN): dp_accounting's PLD (pessimistic, add-or-remove)
     of the T-fold composition, its ``delta(eps)`` on a grid.
     """
-    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
-    from ldp_audit.accountant.events import event_from_json
+    from ldp_audit.accountant import GaussianEvent
+    from ldp_audit.accountant.events import event_from_json, unsampled
 
     run_dir = Path(run_dir)
     p = run_dir / "ledger.sqlite"
@@ -232,22 +232,19 @@ def claimed_lines(run_dir: str | Path) -> dict[str, Any]:
         raise RunDirectoryError(
             f"{p}: the one-run tests need one kind of charged update, got {len(hist)} kinds"
         )
-    ev, T = event_from_json(hist[0][0]), int(hist[0][1])
-    q = 1.0
-    if isinstance(ev, PoissonSampledEvent):
-        q, ev = float(ev.sample_rate), ev.event
+    charged, T = event_from_json(hist[0][0]), int(hist[0][1])
+    ev, q = unsampled(charged)
     if not isinstance(ev, GaussianEvent):
         raise RunDirectoryError(f"{p}: charged updates are {ev!r}, not (sampled) Gaussian")
-    sigma = float(ev.noise_multiplier)
+    sigma, q = float(ev.noise_multiplier), float(q)
     if q >= 1.0:
         mu = math.sqrt(T) / sigma
         return {"kind": "G_mu", "mu": mu, "sigma": sigma, "q": q, "updates": T,
                 "lines": _gdp_lines(mu)}  # fmt: skip
     from ldp_audit.accountant.pld import event_pld, plan
 
-    ev = PoissonSampledEvent(q, GaussianEvent(sigma))
-    vdi, _ = plan({ev: T}, value_discretization_interval=1e-3)  # bounded support, long runs
-    pld = event_pld(ev, value_discretization_interval=vdi)
+    vdi, _ = plan({charged: T}, value_discretization_interval=1e-3)  # bounded support, long runs
+    pld = event_pld(charged, value_discretization_interval=vdi)
     pld = pld.self_compose(T)
     top = float(pld.get_epsilon_for_delta(1e-12))
     e = np.linspace(0.0, max(top, 1e-3), FDP_LINES)

@@ -191,24 +191,21 @@ class LedgerAccountant(IAccountant):
         return self._acc
 
     def _ledger_history(self) -> list[tuple[float, float, int]]:
-        from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
-        from ldp_audit.accountant.events import event_from_json
+        from ldp_audit.accountant import GaussianEvent
+        from ldp_audit.accountant.events import event_from_json, unsampled
 
         acc = self._accountant(create=False)
         if acc is None:
             return []
         out = []
         for ev_json, n in acc.ledger.history(self.agent):
-            ev = event_from_json(ev_json)
-            q = 1.0
-            if isinstance(ev, PoissonSampledEvent):
-                q, ev = float(ev.sample_rate), ev.event
+            ev, q = unsampled(event_from_json(ev_json))
             if not isinstance(ev, GaussianEvent):  # charged by another door: not DP-SGD
                 raise InvalidParameterError(
                     f"ledger {str(self.path)!r}: agent {self.agent!r} holds {ev!r}, not a "
                     f"(sampled) Gaussian step"
                 )
-            out.append((float(ev.noise_multiplier), q, int(n)))
+            out.append((float(ev.noise_multiplier), float(q), int(n)))
         return out
 
     def close(self) -> None:
