@@ -264,15 +264,12 @@ def train(
         if cfg.budget_epsilon is not None
         else None
     )
+    status = "failed"  # the budget refused before any episode; then, a training cut short
     try:
         accountant = Accountant(ledger=ledger, central_budget=budget, run_id=str(run_dir or ""))
         _check_budget_before(cfg, accountant)
-    except BaseException:
-        if writer is not None:
-            writer.finish(status="failed")
-        raise
-    fn = train_reinforce if cfg.algo == "reinforce" else train_dqn
-    try:
+        status = "interrupted"
+        fn = train_reinforce if cfg.algo == "reinforce" else train_dqn
         res = fn(cfg, seed=int(seed), accountant=accountant, hooks=hooks, progress=progress)
         res.privacy = privacy_summary(cfg, accountant, res)
         if cfg.eval_episodes and res.stopped != "interrupted":
@@ -280,7 +277,7 @@ def train(
                                                episodes=cfg.eval_episodes)  # fmt: skip
     except BaseException:
         if writer is not None:
-            writer.finish(status="interrupted")
+            writer.finish(status=status)
         raise
     interrupted = res.stopped == "interrupted"
     if writer is not None:  # Ctrl-C: what was released so far, then re-raise

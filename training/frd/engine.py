@@ -67,7 +67,7 @@ class FrdResult:
         fin = m[np.isfinite(m)]
         return to_jsonable(
             {
-                "mission": m.tolist(),
+                "mission": m,
                 "mission_mean": float(fin.mean()) if fin.size else math.inf,
                 "mission_median": float(np.median(m)) if m.size else math.inf,
                 "missions_reached": int(fin.size),
@@ -77,9 +77,7 @@ class FrdResult:
                 "memory_sizes": self.memory_sizes,
                 "agent_episodes": int(self.agent_episodes),
                 "seconds": self.seconds,
-                "scores": [
-                    [[None if np.isnan(x) else float(x) for x in a] for a in g] for g in self.scores
-                ],
+                "scores": self.scores,  # NaN (an episode not played): null
             }
         )
 
