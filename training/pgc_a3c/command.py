@@ -117,6 +117,7 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
     if mech != "none" and eps is None:
         raise InvalidParameterError(f"--epsilon is required with --mechanism {mech}, got none")
     kw = {**given, "mechanism": mech, **({} if mech == "none" else {"epsilon": eps})}
+    kw |= {k: getattr(args, k) for k in ("trials", "max_submissions", "rounds")}
     pp, env = args.private_param, args.env
     cartpole = env is None or (env == "CartPole-v1" and pp is not None and pp[0] == "gravity"
                                and args.env_module is None)  # fmt: skip
@@ -152,23 +153,17 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
 
         if "agents" in sizes:
             sizes["n_agents"] = sizes.pop("agents")
-        gym_cfg = GymPgcConfig(
+        cfg = GymPgcConfig(
             env_id=env,
             private_param=pp[0],
             values=pp[1],
             env_module=args.env_module,
-            trials=args.trials,
             acting=args.acting,
-            max_submissions=args.max_submissions,
-            rounds=args.rounds,
             **sizes,
             **kw,
         )  # fmt: skip  (validated before any episode)
-        check_step_scale(gym_cfg)
-        return gym_cfg
-    readings = {k: getattr(args, k) for k in READINGS}
-    cfg = PgcA3cConfig(trials=args.trials, max_submissions=args.max_submissions,
-                       rounds=args.rounds, **readings, **kw)  # fmt: skip
+    if cartpole:
+        cfg = PgcA3cConfig(**{k: getattr(args, k) for k in READINGS}, **kw)
     check_step_scale(cfg)
     return cfg
 

@@ -152,7 +152,7 @@ class Engine:
         self.zoff = np.concatenate([[0], np.cumsum(self.max_sub)[:-1]]).astype(np.int64)
         self.zeta_flat = np.full(int(self.max_sub.sum()), np.nan)
         self.alpha_g = np.maximum(0.0, self.alpha0 - self.n_sub / self.alpha_decay)
-        self.env_steps = 0
+        self.env_steps = np.zeros(1, dtype=np.int64)  # (1,): the fused kernel counts in place
 
         # ---- per row (trial-major, worker order) ----
         self.row_trial = np.repeat(np.arange(G), self.n_agents)
@@ -174,7 +174,7 @@ class Engine:
 
         # ---- randomness in blocks ----
         self.act_block = np.zeros((ACT_BLOCK, E))
-        self.block_pos = ACT_BLOCK
+        self.block_pos = np.array([ACT_BLOCK], dtype=np.int64)  # (1,), as the fused kernel's
         r_len = max(RESET_BLOCK, 2 * int(self.n_agents.max()))  # holds any step's restarts
         self.reset_block = np.zeros((G, r_len, 5))
         self.reset_ptr = np.full(G, r_len, dtype=np.int64)
@@ -204,7 +204,7 @@ class Engine:
             if self.active[rt[f]]:
                 blk[:, f : f + n] = self.streams[int(rt[f])].act.random((ACT_BLOCK, n))
         self.act_block = blk
-        self.block_pos = 0
+        self.block_pos[0] = 0
 
     def _take_resets(self, g: np.ndarray) -> np.ndarray:
         """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
@@ -262,9 +262,9 @@ class Engine:
     # ------------------------------------------------------------------------------ main loop
     def run(self, progress: Any = None) -> None:
         while self.active.any() and not self.stop_requested:
-            if self.block_pos >= ACT_BLOCK:
+            if self.block_pos[0] >= ACT_BLOCK:
                 self._refill_act_block()
-            u = self.act_block[self.block_pos]
+            u = self.act_block[self.block_pos[0]]
             self.block_pos += 1
             env = self.env._env
             t = env.steps.copy()  # step() increments in place
@@ -407,15 +407,17 @@ class Engine:
         "slot",
     )
 
-    def _keep_rows(self, keep: np.ndarray) -> None:
-        """Keep only the rows ``keep`` of every per-row array (the workers of ended trials go)."""
+    def _keep_rows(self) -> np.ndarray:
+        """Keep only the rows of running trials in every per-row array (the workers of ended
+        trials go); returns the rows kept."""
+        keep = np.flatnonzero(self.active[self.row_trial])
         for name in self._ROW_FIELDS:
             setattr(self, name, np.ascontiguousarray(getattr(self, name)[keep]))
         self.act_block = np.ascontiguousarray(self.act_block[:, keep])
+        return keep
 
     def _compact(self) -> None:
-        keep = np.flatnonzero(self.active[self.row_trial])
-        self._keep_rows(keep)
+        keep = self._keep_rows()
         self.env.select(keep)
         self.actions = np.zeros(keep.size, dtype=np.int64)
 
@@ -438,7 +440,7 @@ class Engine:
                     submissions=self.n_sub[gs].copy(),
                     stopped_at_target=self.at_target[gs].copy(),
                     privacy=privacy_summary(c, self.next_agent[gs]),
-                    env_steps=int(self.env_steps),
+                    env_steps=int(self.env_steps[0]),
                     seconds=seconds,
                     transcript=transcript,
                     secrets=secrets,

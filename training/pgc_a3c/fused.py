@@ -60,7 +60,6 @@ class FusedEngine(Engine):
         env = self.env._env
         self.f_state = np.array(env.state, dtype=np.float64, order="C", copy=True)
         self.f_steps = np.asarray(env.steps, dtype=np.int64).copy()
-        self.f_block_pos = np.array([self.block_pos], dtype=np.int64)
         # observations are float32 values (the state rounded as Gymnasium shows it): a float32
         # episode buffer holds them exactly in half the memory the kernel streams through
         self.obs = np.zeros(self.obs.shape, dtype=np.float32)
@@ -105,7 +104,6 @@ class FusedEngine(Engine):
         self.noise_len = np.zeros(C, dtype=np.int64)
         self.n_thetas = np.array([len(t) for t in self.tr_thetas], dtype=np.int64)
         self.record_c = np.array(self.record, dtype=np.bool_)
-        self.f_env_steps = np.zeros(1, dtype=np.int64)
         self.bad = np.zeros(1, dtype=np.int64)
         #: ``profile = True`` before :meth:`run` times its parts (benchmarks/bench_pgc.py):
         #: ``timings`` then maps each of ``_PROFILE_PARTS`` to {"wall": s, "cpu": s}
@@ -275,10 +273,8 @@ class FusedEngine(Engine):
         lap = self._lap
         while self.active.any() and not self.stop_requested:
             lap("other")
-            if self.f_block_pos[0] >= ACT_BLOCK:
-                self.block_pos = ACT_BLOCK
+            if self.block_pos[0] >= ACT_BLOCK:
                 self._refill_act_block()
-                self.f_block_pos[0] = 0
             self._charge_ahead()  # 1. charge the agents that may start in the block
             self._draw_ahead()  # 2. then draw the randomness that will be applied
             r_len = self.reset_block.shape[1]
@@ -293,7 +289,7 @@ class FusedEngine(Engine):
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
                 self.row_agent, self.row_round, self.row_version, self.slot, self.row_tt,
                 self.row_wd, self.obs, self.acts, self.rews, self.S,
-                self.act_block, self.f_block_pos, self.alpha_g, self.sample_g,
+                self.act_block, self.block_pos, self.alpha_g, self.sample_g,
                 agg.state, self.n_sub, self.next_agent, self.active, self.at_target, self.zoff,
                 self.zeta_flat, self.alpha0, self.alpha_decay, self.max_sub, self.stop_target,
                 self.window, self.target, self.gamma, self.lam, self.beta, self.literal,
@@ -303,12 +299,11 @@ class FusedEngine(Engine):
                 self.noise_len, self.prs_dh, self.prs_p0, self.prs_slope, self.rows_c,
                 self.record_c, self.recorded_version, self.recorded_index, self.n_thetas,
                 self.out_int, self.out_report, self.out_real, self.out_grad,
-                self.out_n, self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
+                self.out_n, self.snap_theta, self.snap_cfg, self.snap_n, self.env_steps, self.bad,
             )  # fmt: skip
             lap("kernel")
             if self.profile:
                 self.timings["calls"] += 1
-            self.env_steps = int(self.f_env_steps[0])
             self._collect()
             lap("transcript")
             if progress is not None:
@@ -330,8 +325,7 @@ class FusedEngine(Engine):
                 live = int(self.active[self.row_trial].sum())
                 if 4 * live < 3 * self.row_trial.size:
                     lap("other")
-                    keep = np.flatnonzero(self.active[self.row_trial])
-                    self._keep_rows(keep)
+                    keep = self._keep_rows()
                     self.f_state = np.ascontiguousarray(self.f_state[:, keep])
                     self._count_rows()
                     lap("compaction")

@@ -111,7 +111,7 @@ def train_grid(
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
             warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
     from ldp_audit.rundir import check_new_dir
-    from ldp_audit.training.pgc_a3c.run_dir import open_writer, write_run
+    from ldp_audit.training.pgc_a3c.run_dir import cartpole_metrics, open_writer, write_run
 
     given = [d for d in dirs if d is not None]
     if len({str(Path(d).resolve()) for d in given}) != len(given):
@@ -166,7 +166,7 @@ def train_grid(
     status = "interrupted" if caught else "complete"
     for w, res in zip(writers, results, strict=True):
         if w is not None:
-            write_run(w, res, status=status)
+            write_run(w, res, cartpole_metrics(res), status=status)
     if caught:
         signum, handler = caught[0]
         if callable(handler):

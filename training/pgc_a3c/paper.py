@@ -27,15 +27,9 @@ PAPER: dict[str, dict[str, dict[float, float | None]]] = {
     },
 }
 
-_ALIASES = {
-    "laplace": "laplace",
-    "prs": "prs",
-    "projectedrandomsign": "prs",
-    "projected_random_sign": "prs",
-    "projected-random-sign": "prs",
-    "noprivacy": "laplace",  # eps = inf: the non-private A3C column
-    "none": "laplace",
-}
+#: mechanism config names (lower case, without spaces, "_" and "-") of the paper's columns; the
+#: non-private A3C (eps = inf) is the Laplace table's column
+_ALIASES = {"projectedrandomsign": "prs", "noprivacy": "laplace", "none": "laplace"}
 
 
 def paper_row(mechanism: str, epsilon: float) -> dict[str, float | None] | None:
@@ -45,11 +39,10 @@ def paper_row(mechanism: str, epsilon: float) -> dict[str, float | None] | None:
         mechanism: a mechanism config name ("laplace", "prs", "ProjectedRandomSign", ...).
         epsilon: the per-submission epsilon of the setting (``inf`` for non-private A3C).
     """
-    key = _ALIASES.get(mechanism.replace(" ", "").lower())
-    if key is None:
-        return None
+    name = "".join(c for c in mechanism.lower() if c not in " _-")
+    key = _ALIASES.get(name, name)
     eps = float(epsilon)
-    if eps not in PAPER["median_fst"][key]:
+    if eps not in PAPER["median_fst"].get(key, {}):
         return None
     row = {m: PAPER[m][key][eps] for m in PAPER}
     if all(v is None for v in row.values()):

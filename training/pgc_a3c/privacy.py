@@ -127,13 +127,8 @@ class CoordinateLaplace(_MechanismBase):
         ]
 
     def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "epsilon": self.epsilon,
-            "coordinate_epsilon": self.coordinate_epsilon,
-            "clip": self.clip,
-            "dim": self.dim,
-        }
+        """The base's record with the true per-report epsilon after the name."""
+        return {"name": self.name, "epsilon": self.epsilon} | super().to_config()
 
 
 def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:

@@ -27,7 +27,7 @@ import numpy as np
 from ldp_audit.rundir import RunWriter, json_number
 from ldp_audit.training.systems import PGC_SCHEMA
 
-__all__ = ["TRANSCRIPT_KEYS", "open_writer", "stack_records", "write_run"]
+__all__ = ["TRANSCRIPT_KEYS", "cartpole_metrics", "open_writer", "stack_records", "write_run"]
 
 #: The arrays of training.systems.PGC_SCHEMA in the order the engines record them (``thetas``
 #: has V rows, the others N).
@@ -55,53 +55,74 @@ def stack_records(
     return transcript, {k: cat(k) for k in rec if k not in TRANSCRIPT_KEYS}
 
 
-def open_writer(path: str | Path, cfg: Any, seed: int, *, mode: str = "new") -> RunWriter:
+def open_writer(
+    path: str | Path,
+    cfg: Any,
+    seed: int,
+    *,
+    mode: str = "new",
+    algorithm: str = "pgc-a3c",
+    extra: dict[str, Any] | None = None,
+) -> RunWriter:
     """Start a PGC-A3C run directory (config.json now; ledger, outputs and manifest later).
 
     ``mode``: "new" (the path must not exist or be empty), "overwrite", "resume"
-    (:class:`ldp_audit.rundir.RunWriter`).
+    (:class:`ldp_audit.rundir.RunWriter`). ``algorithm`` and ``extra`` (more config.json keys):
+    the Gymnasium trainer's ("pgc-a3c-gym" and its ``private_parameter``).
     """
     return RunWriter(
         path,
-        algorithm="pgc-a3c",
+        algorithm=algorithm,
         config=cfg.to_dict(),
         seed=int(seed),
         mechanism=cfg.make_mechanism().to_config(),
         mode=mode,
+        extra=extra,
     )
 
 
-def write_run(path: str | Path | RunWriter, result: Any, *, status: str = "complete") -> Path:
-    """Write transcript.npz, secrets.npz, metrics.json and model.npz of ``result``, then the
-    manifest. ``path`` is the :class:`RunWriter` the run was started with (a plain path starts a
-    new run directory, which must not exist or be empty).
-
-    The ledger (ledger.sqlite) is written by the accountant during training.
-    """
+def cartpole_metrics(result: Any) -> dict[str, Any]:
+    """The CartPole engine's metrics.json keys between ``zeta`` and ``env_steps`` (FST per
+    trial, eq. 26, and the settings it was measured with)."""
     from ldp_audit.training.pgc_a3c.metrics import first_success_time
 
     cfg = result.config
-    w = path if isinstance(path, RunWriter) else open_writer(path, cfg, result.seed)
+    fst = np.atleast_1d(first_success_time(np.asarray(result.zeta), cfg.target_score, cfg.window))
+    return {
+        "fst": [json_number(float(f)) for f in fst],
+        "submissions": [int(n) for n in result.submissions],
+        "stopped_at_target": [bool(b) for b in result.stopped_at_target],
+        "max_submissions": int(cfg.max_submissions),
+        "target_score": float(cfg.target_score),
+        "window": int(cfg.window),
+    }
+
+
+def write_run(
+    w: RunWriter, result: Any, metrics: dict[str, Any] | None, *, status: str = "complete"
+) -> Path:
+    """Write transcript.npz and secrets.npz of ``result`` (when recorded); with ``metrics``
+    (metrics.json's keys between ``zeta`` and ``env_steps``: :func:`cartpole_metrics`, or the
+    Gymnasium trainer's) metrics.json and model.npz; then the manifest. ``w`` is the
+    :class:`RunWriter` the run was started with (:func:`open_writer`).
+
+    The ledger (ledger.sqlite) is written by the accountant during training.
+    """
     if result.transcript is not None:
         w.write_npz("transcript.npz", result.transcript)
         w.write_npz("secrets.npz", result.secrets)
-    zeta = np.asarray(result.zeta)
-    fst = np.atleast_1d(first_success_time(zeta, cfg.target_score, cfg.window))
-    w.write_json(
-        "metrics.json",
-        {
-            "zeta": [z[: int(n)].tolist() for z, n in zip(zeta, result.submissions, strict=True)],
-            "fst": [json_number(float(f)) for f in fst],
-            "submissions": [int(n) for n in result.submissions],
-            "stopped_at_target": [bool(b) for b in result.stopped_at_target],
-            "max_submissions": int(cfg.max_submissions),
-            "target_score": float(cfg.target_score),
-            "window": int(cfg.window),
-            "env_steps": int(result.env_steps),
-            "seconds": float(result.seconds),
-            "privacy": result.privacy,
-        },
-    )
-    w.write_npz("model.npz", {"theta": np.asarray(result.theta)})
+    if metrics is not None:
+        zeta, subs = np.asarray(result.zeta), result.submissions
+        w.write_json(
+            "metrics.json",
+            {
+                "zeta": [z[: int(n)].tolist() for z, n in zip(zeta, subs, strict=True)],
+                **metrics,
+                "env_steps": int(result.env_steps),
+                "seconds": float(result.seconds),
+                "privacy": result.privacy,
+            },
+        )
+        w.write_npz("model.npz", {"theta": np.asarray(result.theta)})
     w.finish(status=status)
     return w.path

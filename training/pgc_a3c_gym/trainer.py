@@ -88,21 +88,16 @@ def train(
     seed = check_int(seed, "seed", minimum=0)
     check_bool(progress, "progress")
     check_bool(overwrite, "overwrite")
-    from ldp_audit.rundir import RunWriter, check_new_dir
+    from ldp_audit.rundir import check_new_dir
     from ldp_audit.training.pgc_a3c.privacy import make_accountant
+    from ldp_audit.training.pgc_a3c.run_dir import open_writer, write_run
 
     writer = None
     if run_dir is not None:
         check_new_dir(run_dir, name="run_dir", overwrite=overwrite)
-        writer = RunWriter(
-            run_dir,
-            algorithm=ALGORITHM,
-            config=cfg.to_dict(),
-            seed=seed,
-            mechanism=cfg.make_mechanism().to_config(),
-            mode="overwrite" if overwrite else "new",
-            extra={"private_parameter": cfg.private_parameter()},
-        )
+        extra = {"private_parameter": cfg.private_parameter()}
+        mode = "overwrite" if overwrite else "new"
+        writer = open_writer(run_dir, cfg, seed, mode=mode, algorithm=ALGORITHM, extra=extra)
         if ledger is None:
             ledger = writer.open_ledger()
     acc = make_accountant(ledger, cfg.budget)
@@ -115,14 +110,14 @@ def train(
         eng.run(bar)
     except BaseException:
         if writer is not None:
-            _write_outputs(writer, eng.result(time.perf_counter() - t0), status="interrupted")
+            write_run(writer, eng.result(time.perf_counter() - t0), None, status="interrupted")
         raise
     finally:
         eng.env.close()
         bar.close()
     res = eng.result(time.perf_counter() - t0)
     if writer is not None:
-        _write_outputs(writer, res, status="complete")
+        write_run(writer, res, _metrics(res))
     return res
 
 
@@ -134,30 +129,16 @@ def _mean_last_scores(res: TrainResult) -> list[float]:
     ]
 
 
-def _write_outputs(writer: Any, res: TrainResult, *, status: str) -> None:
-    """transcript.npz and secrets.npz (when recorded); for a complete run metrics.json and
-    model.npz too; then the manifest with ``status``."""
+def _metrics(res: TrainResult) -> dict[str, Any]:
+    """metrics.json's keys between ``zeta`` and ``env_steps``
+    (:func:`ldp_audit.training.pgc_a3c.run_dir.write_run`)."""
     from ldp_audit.rundir import json_number
 
-    if res.transcript is not None:
-        writer.write_npz("transcript.npz", res.transcript)
-        writer.write_npz("secrets.npz", res.secrets)
-    if status == "complete":
-        subs = res.submissions
-        writer.write_json(
-            "metrics.json",
-            {
-                "zeta": [z[: int(n)].tolist() for z, n in zip(res.zeta, subs, strict=True)],
-                "submissions": [int(n) for n in subs],
-                "mean_last_scores": [json_number(v) for v in _mean_last_scores(res)],
-                "max_submissions": int(res.config.max_submissions),
-                "env_steps": int(res.env_steps),
-                "seconds": float(res.seconds),
-                "privacy": res.privacy,
-            },
-        )
-        writer.write_npz("model.npz", {"theta": res.theta})
-    writer.finish(status=status)
+    return {
+        "submissions": [int(n) for n in res.submissions],
+        "mean_last_scores": [json_number(v) for v in _mean_last_scores(res)],
+        "max_submissions": int(res.config.max_submissions),
+    }
 
 
 # ==============================================================================================
