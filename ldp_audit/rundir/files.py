@@ -276,17 +276,10 @@ def existing_run_dir(path: Any) -> Path:
     return p
 
 
-def _run_file(path: Any, name: str) -> Path:
-    """``RUN_DIR/name``, refused when it is a FIFO or device (a read would block)."""
-    f = existing_run_dir(path) / name
-    check_regular_file(f, name)
-    return f
-
-
 def read_json(path: Any, name: str) -> Any:
     """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file and the problem;
     NaN/Infinity are accepted: metrics legitimately hold an infinite FST)."""
-    f = _run_file(path, name)
+    f = existing_run_dir(path) / name  # a FIFO: refused by read_checked
     try:
         text = read_checked(f, name).decode("utf-8")
     except OSError as exc:
@@ -331,7 +324,7 @@ def read_config(path: Any) -> dict[str, Any]:
 
 def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
-    f = _run_file(path, name)
+    f = existing_run_dir(path) / name  # a FIFO: refused by read_checked
     try:
         data = read_checked(f, name)
     except OSError as exc:
