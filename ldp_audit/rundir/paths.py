@@ -146,9 +146,7 @@ def check_report_dir(
     rewrites the generated files and keeps everything else.
     """
     p = check_path_arg(path, name)
-    if p.exists() and not p.is_dir():
-        raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
-    if p.is_dir() and any(p.iterdir()):
+    if p.is_dir() and any(p.iterdir()):  # (anything else: check_new_dir below, a file refused)
         if not overwrite:
             found = [g for g in generated if (p / g).exists()]
             what = (
