@@ -105,10 +105,11 @@ def read_ledger(
     except (LdpAuditError, sqlite3.Error) as exc:
         raise RunDirectoryError(f"{path}: ledger cannot be read ({exc})") from exc
     else:
+        events, counts = _histories(ledger)
         read = {
             "chain_head": ledger.chain_head(),
-            "events": _event_kinds(ledger),
-            "charge_counts": _charge_counts(ledger),
+            "events": events,
+            "charge_counts": counts,
             "central_by_method": _central_by_method(acc, central, delta),
         }
     finally:
@@ -120,29 +121,26 @@ def read_ledger(
     )
 
 
-def _charge_counts(ledger: Any) -> dict[str, int] | None:
-    """Charges per agent in the local scope (every charge row counted with its multiplicity)."""
-    try:
-        hist = ledger.histories(None, "local")
-        return {str(a): sum(int(n) for _, n in h) for a, h in hist.items()}
-    except Exception:  # a courtesy check: the report says "not compared" instead
-        return None
-
-
 _MAX_KINDS = 12
 
 
-def _event_kinds(ledger: Any) -> dict[str, list[dict[str, Any]]] | None:
-    """The distinct events charged per scope (what the ledger says was released), or None when
-    the ledger cannot list its histories (the report then says "not recorded")."""
+def _histories(ledger: Any) -> tuple[dict[str, list[dict[str, Any]]] | None, Any]:
+    """The distinct events charged per scope (what the ledger says was released) and the charges
+    per agent in the local scope (every charge row counted with its multiplicity), read from one
+    listing of the histories; each None when the ledger cannot list them (the report then says
+    "not recorded" / "not compared": both are courtesies, never fatal to the report)."""
     from ldp_audit.accountant.events import event_from_json
 
     out: dict[str, list[dict[str, Any]]] = {}
+    counts = None
     try:
         for scope in ("local", "central"):
+            hist = ledger.histories(None, scope)
+            if scope == "local":
+                counts = {str(a): sum(int(n) for _, n in h) for a, h in hist.items()}
             charges: Counter[str] = Counter()
             agents: Counter[str] = Counter()
-            for h in ledger.histories(None, scope).values():
+            for h in hist.values():
                 for text, n in h:
                     charges[text] += int(n)
                     agents[text] += 1
@@ -160,9 +158,9 @@ def _event_kinds(ledger: Any) -> dict[str, list[dict[str, Any]]] | None:
                     {"event": ev, "kind": kind, "charges": charges[text], "agents": agents[text]}
                 )
             out[scope] = rows
-    except Exception:  # reading the kinds is a courtesy: never fatal to the report
-        return None
-    return out
+    except Exception:
+        return None, counts
+    return out, counts
 
 
 def _central_by_method(acc: Any, central: dict[str, float] | None, delta: float) -> Any:

@@ -141,16 +141,15 @@ def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list
     )
 
 
-def _evidence(lc: dict[str, Any] | None) -> tuple[str, str]:
+def _evidence(lc: dict[str, Any]) -> tuple[str, str]:
     """What the verdict rests on: ``"authenticated"`` (the run verified against its manifest,
     every MAC checked with this process's key), ``"unauthenticated"`` (verified, no key) or
     ``"unverified"`` (a problem: read with --allow-unverified), and the words the verdict line
-    carries (empty when authenticated)."""
-    if lc is None:
-        return "unverified", "UNVERIFIED EVIDENCE: the run could not be checked."
-    if not lc.get("ok"):
-        return "unverified", lc.get("words") or "UNVERIFIED EVIDENCE."
-    if not lc.get("authenticated"):
+    carries (empty when authenticated). ``lc``: the status section's ``ledger_check`` (always
+    there: ``_model._ledger_check`` reports a check that raised as unverified, with its words)."""
+    if not lc["ok"]:
+        return "unverified", lc["words"]
+    if not lc["authenticated"]:
         return (
             "unauthenticated",
             "UNAUTHENTICATED EVIDENCE: no ledger key checked this run's MACs, so anyone who "
@@ -412,7 +411,7 @@ def report_verdict(
     else:
         status = "partially verified"
         headline = "Claims not contradicted, but parts were not checked (see below)."
-    evidence, evidence_words = _evidence(st.get("ledger_check"))
+    evidence, evidence_words = _evidence(st["ledger_check"])
     return {
         "status": status,
         "headline": headline,

@@ -210,14 +210,15 @@ def create_once(path: Path, tmp: Path, data: bytes, mode: int, *, rename: bool =
     _fsync_dir(path.parent)
 
 
-def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
+def write_bytes_file(target: Path, data: bytes, *, replace: bool = False) -> None:
+    """Write ``data`` to ``target`` atomically (once, unless ``replace``)."""
     if target.exists() and not replace:
         raise RunDirectoryError(
             f"{target} already exists; a run directory's files are written once"
         )
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
-        write(tmp)
+        tmp.write_bytes(data)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         if replace:
@@ -245,24 +246,15 @@ def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
 def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> str:
     """Write ``obj`` as JSON to ``target`` atomically (once, unless ``replace``); returns the
     SHA-256 of the bytes written."""
-    text = json.dumps(to_jsonable(obj), indent=1, allow_nan=False)  # ASCII: its bytes as is
-    _atomic_write(target, lambda t: t.write_text(text), replace=replace)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def write_bytes_file(target: Path, data: bytes, *, replace: bool = False) -> None:
-    """Write ``data`` to ``target`` atomically (once, unless ``replace``)."""
-    _atomic_write(target, lambda t: t.write_bytes(data), replace=replace)
+    data = json.dumps(to_jsonable(obj), indent=1, allow_nan=False).encode()  # ASCII
+    write_bytes_file(target, data, replace=replace)
+    return hashlib.sha256(data).hexdigest()
 
 
 def write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
-    arrs = {k: np.asarray(v) for k, v in arrays.items()}
-
-    def w(t: Path) -> None:
-        with open(t, "wb") as fh:
-            np.savez_compressed(fh, **arrs)
-
-    _atomic_write(target, w, replace=replace)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    write_bytes_file(target, buf.getvalue(), replace=replace)
 
 
 def canonical_json(obj: Any) -> str:
@@ -284,17 +276,10 @@ def existing_run_dir(path: Any) -> Path:
     return p
 
 
-def _run_file(path: Any, name: str) -> Path:
-    """``RUN_DIR/name``, refused when it is a FIFO or device (a read would block)."""
-    f = existing_run_dir(path) / name
-    check_regular_file(f, name)
-    return f
-
-
 def read_json(path: Any, name: str) -> Any:
     """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file and the problem;
     NaN/Infinity are accepted: metrics legitimately hold an infinite FST)."""
-    f = _run_file(path, name)
+    f = existing_run_dir(path) / name  # a FIFO: refused by read_checked
     try:
         text = read_checked(f, name).decode("utf-8")
     except OSError as exc:
@@ -339,7 +324,7 @@ def read_config(path: Any) -> dict[str, Any]:
 
 def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
-    f = _run_file(path, name)
+    f = existing_run_dir(path) / name  # a FIFO: refused by read_checked
     try:
         data = read_checked(f, name)
     except OSError as exc:

@@ -47,7 +47,7 @@ ARTIFACT_PATTERN = re.compile(r"^(audit|attack_[a-z0-9_\-]+)\.json$")
 LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
 #: the run's append-only index of sealed analysis files (ldp_audit.rundir.seal)
 ANALYSES_INDEX = "analyses.json"
-#: the temporary file of an interrupted atomic write (``files._atomic_write``, a ledger's
+#: the temporary file of an interrupted atomic write (``files.write_bytes_file``, a ledger's
 #: creation): unsealed by design, never opened by a reader
 TEMP_FILE = re.compile(r"^\.[^/]+\.(tmp-\d+|ldp-creating\.\d+\.\d+\.tmp)$")
 
@@ -146,9 +146,7 @@ def check_report_dir(
     rewrites the generated files and keeps everything else.
     """
     p = check_path_arg(path, name)
-    if p.exists() and not p.is_dir():
-        raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
-    if p.is_dir() and any(p.iterdir()):
+    if p.is_dir() and any(p.iterdir()):  # (anything else: check_new_dir below, a file refused)
         if not overwrite:
             found = [g for g in generated if (p / g).exists()]
             what = (

@@ -283,9 +283,8 @@ def check_analyses(
     # folder or a link to nothing under an analysis file's name is never a sealed file
     named = {f.name for f in run.iterdir() if ARTIFACT_PATTERN.match(f.name)}
     named |= {f.name for f in run.glob("attack_*.json")}
-    named |= {n for n in REPORT_FILES if (run / n).is_file()}
+    named |= {n for n in (*REPORT_FILES, "report/screenshot.png") if (run / n).is_file()}
     named |= {f"report/figures/{f.name}" for f in run.glob("report/figures/*.png") if f.is_file()}
-    named |= {n for n in ["report/screenshot.png"] if (run / n).is_file()}
     present = sorted(named)
     sealed: dict[str, str] = {}
     finished = (run / "manifest.json").is_file()
