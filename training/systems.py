@@ -472,19 +472,17 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
     """The setting's preset, the options given over it (FrdConfig refuses ``--epsilon`` but
     with ``--mode frd``; inf is the non-private upload); the secret from ``--gravities`` or
     ``--private-param`` (not both)."""
-    from ldp_audit.training.frd.config import PAPER_SETTINGS, FrdConfig
+    from ldp_audit.training.frd.config import setting_config
 
-    gravities, pp = kw.pop("gravities", None), args.private_param
+    gravities, pp = kw.get("gravities"), args.private_param
     if pp is not None and gravities is not None:
         raise InvalidParameterError(
             f"--gravities and --private-param both declare the secret: give one (--private-param "
             f"{pp[0]}=... with --gravities {','.join(map(str, gravities))})"
         )
-    if gravities is not None or (pp is not None and pp[0] == "gravity"):
-        kw["gravities"] = gravities if pp is None else pp[1]
-    elif pp is not None:
+    if pp is not None:  # gravity's candidates become gravities (FrdConfig)
         kw.update(private_param=pp[0], private_values=pp[1])
-    return FrdConfig(**{**PAPER_SETTINGS[args.setting], **kw})
+    return setting_config(args.setting, **kw)
 
 
 def fedrl_attack_options(p: Any) -> None:

@@ -36,7 +36,6 @@ from ldp_audit.cli.types import (
     check_not_inside_run,
     check_workers,
     confidence,
-    int_at_least,
     show_progress,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
@@ -89,12 +88,8 @@ def _population(
     _count(
         p, "--shadow", least, default=shadow, help=shadow_help or "shadow episodes per candidate"
     )
-    p.add_argument(
-        "--train-submissions",
-        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
-        default=subs,
-        help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
-    )
+    words = "honest theta after this many non-private PGC-A3C submissions (0: initial theta)"
+    add_int(p, "--train-submissions", 0, 10_000_000, "held in memory", default=subs, help=words)
     add_int(p, "--seed", 0, default=0)
 
 

@@ -39,7 +39,6 @@ from ldp_audit.cli.types import (
     add_real,
     closest,
     confidence,
-    int_at_least,
     key_value,
     show_progress,
 )
@@ -134,16 +133,9 @@ def register(subparsers: Any) -> None:
     add_real(opt, "--delta", 1.0, help="gaussian: the delta of the claim (1e-5 when omitted)")
     add_real(opt, "--resolution", help="discrete-laplace: grid step (C / (10 d) when omitted)")
     add_int(p, "--dim", 1, _MAX_DIM, help="input dimension d (mechanism.dim, or 1, when omitted)")
-    opt(
-        "--reduced-dim",
-        type=int_at_least("--reduced-dim", 1, _MAX_DIM),
-        help="prs: d_hat (max(1, min(d, floor(epsilon / 2.5))) when omitted)",
-    )
-    opt(
-        "--categories",
-        type=int_at_least("--categories", 2, _MAX_DIM),
-        help="rr: number of categories k (2 when omitted)",
-    )
+    d_hat = "prs: d_hat (max(1, min(d, floor(epsilon / 2.5))) when omitted)"
+    add_int(opt, "--reduced-dim", 1, _MAX_DIM, help=d_hat)
+    add_int(opt, "--categories", 2, _MAX_DIM, help="rr: number of categories k (2 when omitted)")
     opt(
         "--param",
         type=key_value("--param", finite=False),
