@@ -17,6 +17,7 @@ from ldp_audit.mechanisms.base import (
     check_no_overflow,
     check_optional,
     clip_l1,
+    opposites,
     private_epsilon,
 )
 from ldp_audit.validation import (
@@ -86,13 +87,10 @@ class Laplace(Mechanism):
         c = self.clip
         e0 = np.eye(1, d)[0]  # the first unit vector
         ones = np.ones(d)
-        pairs = [
-            (0.5 * c * e0, -0.5 * c * e0),  # extreme points, L1 distance C: tight
-            (1e6 * c * e0, -1e6 * c * e0),  # huge: clipping must act
-            (0.5 * c * ones / d, -0.5 * c * ones / d),  # sign vectors on the ball
-            (1e6 * c * ones, -1e6 * c * ones),  # dense and huge
-            (np.zeros(d), 0.5 * c * e0),
-        ]
+        # extreme points (L1 distance C: tight), huge ones (clipping must act), sign vectors on
+        # the ball, dense and huge ones
+        pairs = opposites(0.5 * c * e0, 1e6 * c * e0, 0.5 * c * ones / d, 1e6 * c * ones)
+        pairs.append((np.zeros(d), 0.5 * c * e0))
         if d > 1:
             pairs.append((0.5 * c * e0, 0.5 * c * np.eye(1, d, 1)[0]))
         return pairs

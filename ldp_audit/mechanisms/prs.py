@@ -19,6 +19,7 @@ from ldp_audit.mechanisms.base import (
     bitflip_prob_plus,
     check_dim,
     check_optional,
+    opposites,
     private_epsilon,
     row_scale,
 )
@@ -345,10 +346,6 @@ class ProjectedRandomSign(Mechanism):
         c = self.clip
         e0 = np.eye(1, d)[0]  # the first unit vector
         ones = np.ones(d)
-        return [
-            (1e6 * c * e0, -1e6 * c * e0),
-            (1e6 * c * ones, -1e6 * c * ones),
-            (c * ones, -c * ones),
-            (c * e0 / SQRT3, -c * e0 / SQRT3),  # projections exactly +-C or 0
-            (np.zeros(d), 1e6 * c * e0),
-        ]
+        # the last opposite pair has projections exactly +-C or 0
+        pairs = opposites(1e6 * c * e0, 1e6 * c * ones, c * ones, c * e0 / SQRT3)
+        return [*pairs, (np.zeros(d), 1e6 * c * e0)]
