@@ -338,14 +338,12 @@ def kept_events(sel: Selection, max_events: int, want_tradeoff: bool) -> Kept:
         if extra is not None and extra.key() not in {c.key() for c in chosen}:
             chosen.append(extra)
     float_chosen = [c for c in choose(sel.float_cands, 1) if c.predicted > max(best_dist, 0.0)]
-    prof_events: list[Candidate] = []
-    seen_keys: set[tuple[int, int, str, float, bool]] = set()
+    prof_events: dict[tuple[int, int, str, float, bool], Candidate] = {}  # the first of equals
     for c in sel.prof_best:
-        if c is not None and c.key() not in seen_keys:
-            seen_keys.add(c.key())
-            prof_events.append(c)
+        if c is not None:
+            prof_events.setdefault(c.key(), c)
     # the f-DP curve: threshold events of the best distribution event's statistic
     fdp_events: list[Candidate] = []
     if want_tradeoff and chosen and id(chosen[0].stat) in sel.tradeoff_q:
         fdp_events = tradeoff_events(chosen[0], sel.tradeoff_q[id(chosen[0].stat)])
-    return Kept(chosen + float_chosen, len(chosen), prof_events, fdp_events)
+    return Kept(chosen + float_chosen, len(chosen), list(prof_events.values()), fdp_events)

@@ -118,10 +118,7 @@ def tradeoff_curve(
     their estimation ``counts``, against the claimed curve."""
     best = events[0]
     n_alt, n_null = best.oriented(*counts.sizes[best.pair])
-    k_alt = np.empty(len(events))
-    k_null = np.empty(len(events))
-    for i, ev in enumerate(events):
-        k_alt[i], k_null[i] = ev.oriented(*counts.results[id(ev)])
+    k_alt, k_null = np.array([ev.oriented(*counts.results[id(ev)]) for ev in events], float).T
     # the last event is the Gaussian-family one: its own statement, at its own alpha
     f, source = _claimed_tradeoff(mechanism, o.claimed, o.delta)
     fam: tuple[float | None, ...] = (None, None, None)
