@@ -2,7 +2,7 @@
 
 For a correct Gaussian exactly at its claim (epsilon, delta) -- the pair +-1 with clip 1 and the
 analytic sigma of that claim -- the delta lower bound of ``ldp_audit.audit`` on one threshold
-event S is ``CP_lower(k1; a s / m) - e^eps CP_upper(k2; a (1 - s) / m)`` (``audit/delta.py``;
+event S is ``CP_lower(k1; a s / m) - e^eps CP_upper(k2; a (1 - s) / m)`` (``audit/estimation.py``;
 the default audit: m = 2 verdict events, share s = 1/2, 90 % of the samples estimate). At the
 expected counts ``k = n_est p`` of the best threshold (a grid of 2,001 thresholds) this is the
 bound a run gets at about its median; it is 0 (floored) until the sample size resolves delta. A

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, UserCodeError
-from ldp_audit.validation import check_bool, check_real, check_real_in, check_rng
+from ldp_audit.validation import check_bool, check_choice, check_real, check_real_in, check_rng
 
 __all__ = ["ScalarMechanism", "from_scalar"]
 
@@ -234,8 +234,7 @@ def from_scalar(
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}{hint}")
     eps = check_real_in(epsilon, "epsilon", lo=0.0, lo_open=False)
     dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
-    if seeding not in SEEDINGS:
-        raise InvalidParameterError(f"seeding must be one of {SEEDINGS}, got {seeding!r}")
+    check_choice(seeding, "seeding", SEEDINGS)
     vectorized = check_bool(vectorized, "vectorized")
     dom: Any
     integer_inputs = bool_inputs = False

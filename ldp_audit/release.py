@@ -313,10 +313,9 @@ def release_many(
     from ldp_audit.accountant import event_for
 
     _check_accountant(accountant)
-    reqs = list(requests)
     charges: list[tuple[str, Any]] = []
     prepared = []
-    for r in reqs:
+    for r in requests:
         if not isinstance(r, ReleaseRequest):
             raise InvalidParameterError(
                 f"requests must be ReleaseRequest objects, got {type(r).__name__}"
@@ -345,10 +344,9 @@ def release_many(
         accountant.charge_many(charges, scope=scope)  # durable, before any noise
     out = []
     for r, x, ids, ev in prepared:
-        noisy = r.mechanism.privatize(x, r.rng)
         out.append(
             SealedRelease(
-                noisy,
+                r.mechanism.privatize(x, r.rng),
                 meta=r.meta,
                 epsilon=float(getattr(r.mechanism, "epsilon", np.inf)),
                 delta=float(getattr(r.mechanism, "delta", 0.0)),
@@ -443,9 +441,7 @@ def release_with(
     value = randomise()
     try:
         x = _check_values(value, "randomise()'s value")
-        if meta_arrays:
-            rows = x.shape[0] if x.ndim else 1
-            _check_meta(meta_arrays, rows)
+        _check_meta(meta_arrays, x.shape[0] if x.ndim else 1)
     except InvalidParameterError as exc:
         raise InvalidParameterError(
             f"{exc} (the ledger charge stands: charged, never released)"
@@ -493,7 +489,7 @@ class Reservation:
         self.charged = 0
         self.drawn = 0
         self.closed = False
-        self._balance: dict[tuple[str, str], int] = {}
+        self._balance: Counter[tuple[str, str]] = Counter()
         self._release_event_memo: dict[int, tuple[Any, str]] = {}
 
     def _keys(self, charges: Any) -> list[tuple[str, str]]:
@@ -520,8 +516,7 @@ class Reservation:
         self.accountant.charge_many(ch, scope=self.scope)  # durable, before any release
         self.charged += len(ch)
         if self.itemised:
-            for k in self._keys(ch):
-                self._balance[k] = self._balance.get(k, 0) + 1
+            self._balance.update(self._keys(ch))
         return len(ch)
 
     def charge_many(self, charges: Iterable[tuple[str, Any]], *, scope: str = "local") -> int:
@@ -544,12 +539,11 @@ class Reservation:
             )
         need = Counter(self._keys(charges))
         for k, n in need.items():
-            if self._balance.get(k, 0) < n:
+            if self._balance[k] < n:
                 raise InvalidParameterError(
                     f"release of {k[0]!r} ({k[1]}) was not charged to the ledger first"
                 )
-        for k, n in need.items():
-            self._balance[k] -= n
+        self._balance.subtract(need)
         drawn = sum(need.values())
         self.drawn += drawn
         return drawn

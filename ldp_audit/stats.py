@@ -40,7 +40,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int, check_probability, check_real, check_rng
+from ldp_audit.validation import check_int, check_probability, check_real, check_real_in, check_rng
 
 __all__ = [
     "clopper_pearson_lower",
@@ -458,9 +458,7 @@ def epsilon_lower_bound_from_poisson_counts_delta(
         The bound (>= 0).
     """
     a = _alpha(alpha)
-    d = check_real(delta_count, "delta_count")
-    if not (math.isfinite(d) and d >= 0):
-        raise InvalidParameterError(f"delta_count must be finite and >= 0, got {delta_count!r}")
+    check_real_in(delta_count, "delta_count", lo=0.0, lo_open=False)
     t = np.sort(np.asarray(arrivals, dtype=np.float64))[::-1]  # descending
     if t.size and (not np.all(np.isfinite(t)) or t[-1] < 0 or t[0] > 1):
         raise InvalidParameterError("arrivals must be times in [0, 1]")

@@ -26,7 +26,7 @@ Lu et al. 2022, with the Mironov 2012 floating-point attack added):
    Keep the ``max_events`` best distribution events, plus the best float-bit event when it
    promises more than all of them, plus a *probe* event when some event's B counts alone
    contradict the claim (a binomial test at level ``_PROBE_LEVEL``; rare leaks whose
-   denominator B is too small to show, see ``selection._probe_event``).
+   denominator B is too small to show, see ``selection.probe_event``).
 2. **Estimation** (fresh samples, never used before). Count each kept event under M(x) and
    M(x2) and bound, for each event S with numerator input x,
 
@@ -93,7 +93,7 @@ adapts one-call-per-value mechanisms of other libraries (diffprivlib, OpenDP).
 ``api`` (:func:`audit` itself), ``plan`` (arguments checked, samples and error split),
 ``search`` (the selection stage over the pairs), ``statistics`` (the statistics fitted on A),
 ``selection`` (threshold events chosen on B), ``sampling`` (the mechanism's outputs, in
-chunks), ``estimation`` (fresh counts and their bounds), ``delta`` (the delta bound),
+chunks), ``estimation`` (fresh counts, their bounds and the delta bound),
 ``tradeoff`` (the f-DP curve), ``sequential``, ``resolution`` (sample sizes and the ceiling),
 ``mechanism`` (the claim and the pairs), ``results`` (what is returned), ``exact`` (the
 white-box epsilon). The bounds themselves are :mod:`ldp_audit.stats`'s.

@@ -25,8 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.delta import _delta_lower_bound
-from ldp_audit.audit.estimation import Counts, estimate_audit, profile_lowers, verdict_bounds
+from ldp_audit.audit.estimation import (
+    Counts,
+    delta_lower_bound,
+    estimate_audit,
+    profile_lowers,
+    verdict_bounds,
+)
 from ldp_audit.audit.mechanism import claimed_profile, mechanism_label
 from ldp_audit.audit.plan import Options, Plan, as_pair_list, check_arguments
 from ldp_audit.audit.resolution import (
@@ -252,7 +257,7 @@ def _conclude(
         curve = tradeoff_curve(mechanism, o, kept.tradeoff, counts, pair_list, alpha)
     delta_lb, delta_conf, delta_joint = None, None, False
     if delta > 0 and kept.verdict:
-        delta_lb, delta_joint = _delta_lower_bound(kept.verdict, counts, claimed, plan)
+        delta_lb, delta_joint = delta_lower_bound(kept.verdict, counts, claimed, plan)
         delta_conf = o.confidence
     warn = list(plan.warnings)
     # at a claimed delta > 0 a bound of 0 at that delta can be the truth ((0, delta)-DP) while

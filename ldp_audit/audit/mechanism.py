@@ -36,19 +36,17 @@ def as_pair(pair: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
     for v, name in ((x, "x"), (x2, "x2")):
         try:  # strings, objects, ragged lists: named, not a raw ValueError
             a = np.asarray(v, dtype=np.float64) if not isinstance(v, np.ndarray) else v
-            if a.ndim == 0:
-                a = a.reshape(1)
-            if a.ndim != 1 or a.size == 0:
-                raise InvalidParameterError(
-                    f"{where} {name} must be a non-empty 1-D array, got shape {np.shape(v)}"
-                )
-            a = np.asarray(a, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, InvalidParameterError):
-                raise
+            a = a.reshape(1) if a.ndim == 0 else a
+            shape_ok = a.ndim == 1 and a.size > 0  # (checked before an array is converted)
+            a = np.asarray(a, dtype=np.float64) if shape_ok else a
+        except (TypeError, ValueError):
             raise InvalidParameterError(
                 f"{where} {name} must be a 1-D array of real numbers, got {v!r}"
             ) from None
+        if not shape_ok:
+            raise InvalidParameterError(
+                f"{where} {name} must be a non-empty 1-D array, got shape {np.shape(v)}"
+            )
         if not np.all(np.isfinite(a)):
             raise InvalidParameterError(f"{where} {name} must be finite, got {a.tolist()!r}")
         out.append(a)
@@ -84,14 +82,11 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
             f"mechanism.candidate_pairs({d!r}) of {type(mechanism).__name__} raised "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    out: list[tuple[np.ndarray, np.ndarray]] = []
-    seen: set[bytes] = set()
+    unique: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # the first of equal pairs, in order
     for i, p in enumerate(raw):
         x, x2 = as_pair(p, f"pairs[{i}]")
-        key = np.concatenate([x + 0.0, x2 + 0.0]).tobytes()
-        if key not in seen:
-            seen.add(key)
-            out.append((x, x2))
+        unique.setdefault(np.concatenate([x + 0.0, x2 + 0.0]).tobytes(), (x, x2))
+    out = list(unique.values())
     if not out:
         raise InvalidParameterError("mechanism.candidate_pairs returned no pairs")
     return out

@@ -84,7 +84,7 @@ def _chunks(n: int, d: int) -> list[int]:
     return out
 
 
-def _sample(
+def sample(
     mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, width: int
 ) -> np.ndarray:
     parts = [privatize_rows(mechanism, x, m, rng) for m in _chunks(n, width)]

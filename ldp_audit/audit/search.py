@@ -24,16 +24,16 @@ from ldp_audit.audit.plan import Options, Plan
 from ldp_audit.audit.results import short_values
 from ldp_audit.audit.sampling import (
     FIT_ELEMENTS,
-    _sample,
     privatize_rows,
+    sample,
     seeded_by,
     stream_values,
 )
 from ldp_audit.audit.selection import (
     Candidate,
-    _choose,
-    _pool,
     best_events,
+    choose,
+    pool_pair,
     probe_event,
     threshold_counts,
 )
@@ -45,7 +45,7 @@ from ldp_audit.audit.statistics import (
     fit_snap,
     float_cell_statistic,
 )
-from ldp_audit.audit.tradeoff import TRADEOFF_LEVELS, _tradeoff_events
+from ldp_audit.audit.tradeoff import TRADEOFF_LEVELS, tradeoff_events
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.limits import fmt_bytes, memory_limit
 
@@ -151,8 +151,8 @@ def _fit_statistics(
             f"{fmt_bytes(limit)} memory limit ({how}); pass force=True (--force) to run it anyway"
         )
     t_a = time.perf_counter()
-    ya1 = _sample(mechanism, x, n_a_p, ra1, width)
-    ya2 = _sample(mechanism, x2, n_a_p, ra2, width)
+    ya1 = sample(mechanism, x, n_a_p, ra1, width)
+    ya2 = sample(mechanism, x2, n_a_p, ra2, width)
     # iid rows repeat one value 8 times in one call and another n_a_p >= 100 times in the next
     # with probability below max_q q^100 (1 - q)^8 < 1e-12: the rows of a call share a draw
     same = sel.row8 is not None and n_a_p >= 100 and (ya1 == ya1[0]).all()
@@ -294,7 +294,7 @@ def _screen_pair(
                 np.quantile(v2, lv, method="inverted_cdf"),
             )
     if len(halves) == 2:
-        pc = _pool(halves[True], halves[False], n_est, alpha_sel, delta, pois_v)
+        pc = pool_pair(halves[True], halves[False], n_est, alpha_sel, delta, pois_v)
         if pc is not None:
             sel.dist_cands.append(pc)
 
@@ -328,7 +328,7 @@ def kept_events(sel: Selection, max_events: int, want_tradeoff: bool) -> Kept:
     """The ``max_events`` best distribution events, the probe and the delta event when the main
     rule did not choose them, the float-bit event when it promises more than all of them, the
     distinct profile events, and the f-DP curve's threshold events."""
-    chosen = _choose(sel.dist_cands, max_events)
+    chosen = choose(sel.dist_cands, max_events)
     best_dist = max((c.predicted for c in chosen), default=-math.inf)
     # the probe: the selection counts contradict the claim on an event the main rule did not
     # choose (its denominator is too rare for the selection sample); delta_event: the event
@@ -337,15 +337,13 @@ def kept_events(sel: Selection, max_events: int, want_tradeoff: bool) -> Kept:
     for extra in (sel.probe[0] if sel.probe else None, sel.d_best):
         if extra is not None and extra.key() not in {c.key() for c in chosen}:
             chosen.append(extra)
-    float_chosen = [c for c in _choose(sel.float_cands, 1) if c.predicted > max(best_dist, 0.0)]
-    prof_events: list[Candidate] = []
-    seen_keys: set[tuple[int, int, str, float, bool]] = set()
+    float_chosen = [c for c in choose(sel.float_cands, 1) if c.predicted > max(best_dist, 0.0)]
+    prof_events: dict[tuple[int, int, str, float, bool], Candidate] = {}  # the first of equals
     for c in sel.prof_best:
-        if c is not None and c.key() not in seen_keys:
-            seen_keys.add(c.key())
-            prof_events.append(c)
+        if c is not None:
+            prof_events.setdefault(c.key(), c)
     # the f-DP curve: threshold events of the best distribution event's statistic
-    tradeoff_events: list[Candidate] = []
+    fdp_events: list[Candidate] = []
     if want_tradeoff and chosen and id(chosen[0].stat) in sel.tradeoff_q:
-        tradeoff_events = _tradeoff_events(chosen[0], sel.tradeoff_q[id(chosen[0].stat)])
-    return Kept(chosen + float_chosen, len(chosen), prof_events, tradeoff_events)
+        fdp_events = tradeoff_events(chosen[0], sel.tradeoff_q[id(chosen[0].stat)])
+    return Kept(chosen + float_chosen, len(chosen), list(prof_events.values()), fdp_events)

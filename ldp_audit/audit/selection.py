@@ -7,8 +7,8 @@ bound on ``n_est`` fresh samples is expected to be largest (selection counts shr
 Clopper-Pearson bounds, :func:`ldp_audit.stats.clopper_pearson_lower` /
 :func:`~ldp_audit.stats.clopper_pearson_upper`); :func:`probe_event` screens for rare leaks the
 main rule cannot see (:func:`ldp_audit.stats.binomial_tail_pvalue`), :func:`best_events` with
-``claimed`` aims at the delta bound, :func:`_pool` pairs a forward and a reverse event, and
-:func:`_choose` keeps the best distinct candidates. Selection data only: soundness never
+``claimed`` aims at the delta bound, :func:`pool_pair` pairs a forward and a reverse event, and
+:func:`choose` keeps the best distinct candidates. Selection data only: soundness never
 depends on it, every kept event is estimated on fresh samples.
 """
 
@@ -54,7 +54,7 @@ class Candidate:
     predicted: float
     sel_counts: tuple[int, int]
     share: float = 0.5
-    #: the reverse-direction event pooled with this one (see ``_pool``); None: a single event
+    #: the reverse-direction event pooled with this one (see ``pool_pair``); None: a single event
     partner: Candidate | None = None
 
     def indicator(self, s: np.ndarray) -> np.ndarray:
@@ -335,7 +335,7 @@ def probe_event(
     return best
 
 
-def _pool(
+def pool_pair(
     fwd_half: tuple[Candidate, np.ndarray, np.ndarray],
     rev_half: tuple[Candidate, np.ndarray, np.ndarray],
     n_est: int,
@@ -377,7 +377,7 @@ def _pool(
     return best
 
 
-def _choose(candidates: list[Candidate], k: int) -> list[Candidate]:
+def choose(candidates: list[Candidate], k: int) -> list[Candidate]:
     """The k candidates with the best predicted bound, skipping the same event found twice."""
     out: list[Candidate] = []
     seen: set[tuple[int, str, tuple[int, int], bool]] = set()

@@ -1,7 +1,7 @@
 """The audited f-DP trade-off curve of the witness pair (Dong, Roth & Su 2022).
 
 Threshold events on the statistic of the distribution verdict's best event, at type I levels
-read from selection quantiles (:func:`_tradeoff_events`), counted on the estimation samples and
+read from selection quantiles (:func:`tradeoff_events`), counted on the estimation samples and
 turned into simultaneous upper confidence points (type I, type II error) by
 :func:`ldp_audit.stats.tradeoff_points_from_counts`, against the claimed curve
 (:func:`_claimed_tradeoff`).
@@ -37,7 +37,7 @@ FAMILY_ASSUMPTION = (
 TRADEOFF_LEVELS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
 
 
-def _tradeoff_events(best: Candidate, quantiles: tuple[np.ndarray, np.ndarray]) -> list[Candidate]:
+def tradeoff_events(best: Candidate, quantiles: tuple[np.ndarray, np.ndarray]) -> list[Candidate]:
     """Threshold events on ``best``'s statistic, oriented like it (its numerator is H1), at
     thresholds read from the selection quantiles of the null input (H0 = the denominator),
     then the Gaussian-family event: the midpoint of the two inputs' selection medians (the
@@ -118,10 +118,7 @@ def tradeoff_curve(
     their estimation ``counts``, against the claimed curve."""
     best = events[0]
     n_alt, n_null = best.oriented(*counts.sizes[best.pair])
-    k_alt = np.empty(len(events))
-    k_null = np.empty(len(events))
-    for i, ev in enumerate(events):
-        k_alt[i], k_null[i] = ev.oriented(*counts.results[id(ev)])
+    k_alt, k_null = np.array([ev.oriented(*counts.results[id(ev)]) for ev in events], float).T
     # the last event is the Gaussian-family one: its own statement, at its own alpha
     f, source = _claimed_tradeoff(mechanism, o.claimed, o.delta)
     fam: tuple[float | None, ...] = (None, None, None)

@@ -76,6 +76,11 @@ def check_dim(dim: Any) -> int:
     return check_int(dim, "dim", minimum=1)
 
 
+def opposites(*points: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The candidate pairs ``(v, -v)`` of ``points``, in their order."""
+    return [(v, -v) for v in points]
+
+
 def as_pair_batches(
     x: Any, x2: Any, y: Any, *, y_name: str = "y"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

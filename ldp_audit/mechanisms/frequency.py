@@ -139,7 +139,35 @@ def check_bits(y: Any, k: int, name: str = "y") -> np.ndarray:
     return a.astype(np.int8)
 
 
-class FrequencyOracle(Mechanism):
+class ItemMechanism(Mechanism):
+    """Base of the mechanisms on items of {0, ..., k-1} (the frequency oracles, histogram
+    encoding, the longitudinal protocols): their candidate pairs and the frame of their exact
+    :meth:`privacy_loss` (a subclass defines ``_check_reports`` and ``_item_loss``)."""
+
+    k: int
+
+    def _check_reports(self, y: Any, name: str) -> np.ndarray:
+        """Validated reports (here (n, k) bits; a mechanism with other reports overrides it)."""
+        return check_bits(y, self.k, name)
+
+    def _item_loss(self, a: np.ndarray, v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
+        """The exact loss of each validated report ``a`` between its items v1 and v2 (n,)."""
+        raise NotImplementedError
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        """Exact ``log P(y | x) - log P(y | x2)`` per report (0 where the two items are equal):
+        the reports checked, the items of x and x2 ((1, 1) or (n, 1) each), then
+        ``_item_loss``."""
+        a = self._check_reports(y, "y")
+        v1, v2 = pair_items(x, x2, a.shape[0], self.k)
+        return np.where(v1 == v2, 0.0, self._item_loss(a, v1, v2))
+
+    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Pairs of distinct items (dim must be 1): (0, 1) and (0, k-1)."""
+        return item_pairs(self, dim, (1, self.k - 1))
+
+
+class FrequencyOracle(ItemMechanism):
     """Base of the frequency oracles: items in {0, ..., k-1}, a support function, the unbiased
     estimator, the pure accounting event and the audit statistics.
 
@@ -148,12 +176,6 @@ class FrequencyOracle(Mechanism):
     and :attr:`loss_weights` when its report is not independent bits (then the exact
     :meth:`privacy_loss` follows from :meth:`support`'s test).
     """
-
-    k: int
-
-    def _check_reports(self, y: Any, name: str) -> np.ndarray:
-        """Validated reports (here (n, k) bits; an oracle with other reports overrides it)."""
-        return check_bits(y, self.k, name)
 
     def _supports(self, a: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Whether each validated report supports its item ``v`` (n,) (here: bit v is 1)."""
@@ -174,14 +196,11 @@ class FrequencyOracle(Mechanism):
         p, q = self.support_probabilities
         return math.log(p) - math.log(q), math.log1p(-p) - math.log1p(-q)
 
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
-        """Exact ``log P(y | x) - log P(y | x2)`` per report (bounded by epsilon), from the
-        report's support of the two items (:attr:`loss_weights`)."""
-        a = self._check_reports(y, "y")
-        v1, v2 = pair_items(x, x2, a.shape[0], self.k)
+    def _item_loss(self, a: np.ndarray, v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
+        """The exact loss (bounded by epsilon) from the report's support of the two items
+        (:attr:`loss_weights`)."""
         w1, w0 = self.loss_weights
-        loss = np.where(self._supports(a, v1), w1, w0) - np.where(self._supports(a, v2), w1, w0)
-        return np.where(v1 == v2, 0.0, loss)
+        return np.where(self._supports(a, v1), w1, w0) - np.where(self._supports(a, v2), w1, w0)
 
     @property
     @abc.abstractmethod
@@ -216,10 +235,6 @@ class FrequencyOracle(Mechanism):
         p_s, q_s = self.support_probabilities
         f = float(frequency)
         return (q_s * (1 - q_s) + f * (p_s - q_s) * (1 - p_s - q_s)) / (n * (p_s - q_s) ** 2)
-
-    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Pairs of distinct items (dim must be 1): (0, 1) and (0, k-1)."""
-        return item_pairs(self, dim, (1, self.k - 1))
 
     def audit_statistics(self) -> list[SupportStatistic]:
         """The statistics the auditor should try (``audit(..., statistics=...)`` contract):

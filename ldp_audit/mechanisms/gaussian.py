@@ -16,6 +16,7 @@ from ldp_audit.mechanisms.base import (
     check_dim,
     check_no_overflow,
     clip_l2,
+    opposites,
     private_epsilon,
 )
 from ldp_audit.stats import check_nonnegative
@@ -173,12 +174,7 @@ class Gaussian(Mechanism):
         c = self.clip
         e0 = np.eye(1, d)[0]  # the first unit vector
         ones = np.ones(d) / math.sqrt(d)
-        return [
-            (c * e0, -c * e0),
-            (1e6 * c * e0, -1e6 * c * e0),
-            (c * ones, -c * ones),
-            (1e6 * c * ones, -1e6 * c * ones),
-        ]
+        return opposites(c * e0, 1e6 * c * e0, c * ones, 1e6 * c * ones)
 
     def event(self) -> Any:
         """``GaussianEvent(noise_multiplier / 2)``: the noise is N(0, (noise_multiplier *

@@ -38,13 +38,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import Mechanism, check_epsilon_k, check_optional
+from ldp_audit.mechanisms.base import check_epsilon_k, check_optional
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
+    ItemMechanism,
     check_domain,
     items_rng,
     one_item,
-    pair_items,
 )
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
 from ldp_audit.validation import check_batch, check_epsilon, check_probability
@@ -80,7 +80,7 @@ def _clip01(a: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _HistogramEncoding(Mechanism):
+class _HistogramEncoding(ItemMechanism):
     """The histogram-encoding client shared by SHE and THE."""
 
     epsilon: float
@@ -110,16 +110,10 @@ class _HistogramEncoding(Mechanism):
     def _check_reports(self, y: Any, name: str) -> np.ndarray:
         return check_batch(y, name, dim=self.k)
 
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+    def _item_loss(self, a: np.ndarray, v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
         """Exact ``log p(y | x) - log p(y | x2)``: ``eps (clip(y_x,0,1) - clip(y_x2,0,1))``."""
-        yb = self._check_reports(y, "y")
-        n = yb.shape[0]
-        v1, v2 = pair_items(x, x2, n, self.k)
-        rows = np.arange(n)
-        loss = self.epsilon * (_clip01(yb[rows, v1]) - _clip01(yb[rows, v2]))
-        return np.where(v1 == v2, 0.0, loss)
-
-    candidate_pairs = FrequencyOracle.candidate_pairs  # (0, 1) and (0, k-1); dim must be 1
+        rows = np.arange(a.shape[0])
+        return self.epsilon * (_clip01(a[rows, v1]) - _clip01(a[rows, v2]))
 
     def audit_statistics(self) -> list[HistogramScore]:
         """``clip(y_x, 0, 1) - clip(y_x', 0, 1)``: the privacy loss divided by eps."""

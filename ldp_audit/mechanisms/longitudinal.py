@@ -42,10 +42,10 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import Mechanism, check_epsilon_k, check_optional
+from ldp_audit.mechanisms.base import check_epsilon_k, check_optional
 from ldp_audit.mechanisms.frequency import (
     MAX_DOMAIN,
-    FrequencyOracle,
+    ItemMechanism,
     check_bits,
     check_report_int,
     grr_reply,
@@ -87,19 +87,17 @@ class CountDifference:
         return m.support_counts(outputs, v1) - m.support_counts(outputs, v2)
 
 
-class _Longitudinal(Mechanism):
-    """What the memoised protocols share: ``reports``, the items pairs of the frequency oracles
-    and the count statistic :class:`CountDifference` (``support_counts`` per protocol). The
-    accountant's event is Mechanism's, ``PureDpEvent(epsilon)`` of the cumulative claim."""
+class _Longitudinal(ItemMechanism):
+    """What the memoised protocols share: ``reports``, the items pairs and loss frame of
+    :class:`~ldp_audit.mechanisms.frequency.ItemMechanism` and the count statistic
+    :class:`CountDifference` (``support_counts`` per protocol). The accountant's event is
+    Mechanism's, ``PureDpEvent(epsilon)`` of the cumulative claim."""
 
-    k: int
     reports: int
 
     def _check_reports_count(self, top: int) -> None:
         r = check_int(self.reports, "reports", minimum=1, maximum=top)
         object.__setattr__(self, "reports", r)
-
-    candidate_pairs = FrequencyOracle.candidate_pairs
 
     def audit_statistics(self) -> list[Any]:
         """The report-count difference ``c_x - c_x'`` (the loss is increasing in it)."""
@@ -175,22 +173,17 @@ class MemoisedRappor(_Longitudinal):
         b = self.one_report._prr(xi, u[:, :k])[:, None, :]
         return self.one_report._irr(b, u[:, k:].reshape(n, t, k)).reshape(n, t * k)
 
-    def _bits(self, y: Any, name: str) -> np.ndarray:
+    def _check_reports(self, y: Any, name: str) -> np.ndarray:
         return check_bits(y, self.reports * self.k, name).reshape(-1, self.reports, self.k)
 
     def support_counts(self, reports: Any, item: int) -> np.ndarray:
         """How many of each row's reports have bit ``item`` set: float64 (n,)."""
-        return self._bits(reports, "outputs")[:, :, item].sum(axis=1).astype(np.float64)
+        return self._check_reports(reports, "outputs")[:, :, item].sum(axis=1).astype(np.float64)
 
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+    def _item_loss(self, a: np.ndarray, v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
         """Exact ``log P(S_1..S_T | x) - log P(S_1..S_T | x2)``: ``g(c_x) - g(c_x2)``."""
-        yb = self._bits(y, "y")
-        n = yb.shape[0]
-        v1, v2 = pair_items(x, x2, n, self.k)
-        rows = np.arange(n)
-        c = yb.sum(axis=1)
-        loss = self._g(c[rows, v1]) - self._g(c[rows, v2])
-        return np.where(v1 == v2, 0.0, loss)
+        rows, c = np.arange(a.shape[0]), a.sum(axis=1)
+        return self._g(c[rows, v1]) - self._g(c[rows, v2])
 
 
 @dataclass(frozen=True)
@@ -406,24 +399,23 @@ class Loloha(_Longitudinal):
         z = grr_reply(memo[:, None], self.report_probabilities[0], u[:, 3::2], u[:, 4::2], g)
         return np.hstack([seeds[:, None], z])
 
-    def _split(self, y: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
+    def _check_reports(self, y: Any, name: str) -> np.ndarray:
         a = check_report_int(y, name, 1 + self.reports)
         if not np.all((a[:, 0] >= 0) & (a[:, 0] < SEED_RANGE)):
             raise InvalidParameterError(f"{name}[:, 0] must hold seeds in [0, 2^32)")
         if not np.all((a[:, 1:] >= 0) & (a[:, 1:] < self.g)):
             raise InvalidParameterError(f"{name}[:, 1:] must hold hash values in [0, {self.g})")
-        return a[:, 0], a[:, 1:]
+        return a
 
     def support_counts(self, reports: Any, item: int) -> np.ndarray:
         """How many of each row's reports equal ``H_seed(item)``: float64 (n,)."""
-        seeds, z = self._split(reports, "outputs")
-        return (z == olh_hash(seeds, item, self.g)[:, None]).sum(axis=1).astype(np.float64)
+        a = self._check_reports(reports, "outputs")
+        return (a[:, 1:] == olh_hash(a[:, 0], item, self.g)[:, None]).sum(axis=1).astype(np.float64)
 
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+    def _item_loss(self, a: np.ndarray, v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
         """Exact ``log P(seed, z_1..z_T | x) - log P(seed, z_1..z_T | x2)`` (class docstring)."""
-        seeds, z = self._split(y, "y")
+        seeds, z = a[:, 0], a[:, 1:]
         n = z.shape[0]
-        v1, v2 = pair_items(x, x2, n, self.k)
         rows = np.arange(n)
         c = np.zeros((n, self.g))
         np.add.at(c, (rows[:, None], z), 1.0)

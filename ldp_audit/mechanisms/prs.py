@@ -19,6 +19,7 @@ from ldp_audit.mechanisms.base import (
     bitflip_prob_plus,
     check_dim,
     check_optional,
+    opposites,
     private_epsilon,
     row_scale,
 )
@@ -42,9 +43,6 @@ def _sign_codes(uniforms: np.ndarray) -> np.ndarray:
     """Eq. 5 as int8 signs s in {-1, 0, +1} w.p. 1/6, 2/3, 1/6 from uniforms in [0, 1); the
     matrix is M = sqrt(3) s."""
     return (uniforms >= 5.0 / 6.0).astype(np.int8) - (uniforms < 1.0 / 6.0).astype(np.int8)
-
-
-_SIGN_CODES = _sign_codes
 
 
 def _prs_row_py(
@@ -234,13 +232,9 @@ class ProjectedRandomSign(Mechanism):
         step = max(1, _PRS_CHUNK_ELEMENTS // (dh * d + dh))
         p0, slope = float(special.expit(-bit_eps)), math.tanh(bit_eps / 2.0)  # eq. 24
         # the compiled kernel implements eqs. 5, 23-24 itself: only when no subclass overrides them
-        cls = type(self)
-        fast = (
-            all(
-                getattr(cls, h) is getattr(ProjectedRandomSign, h)
-                for h in ("element_clip", "_prob_plus", "_projections")
-            )
-            and _sign_codes is _SIGN_CODES
+        fast = all(
+            getattr(type(self), h) is getattr(ProjectedRandomSign, h)
+            for h in ("element_clip", "_prob_plus", "_projections")
         )
         kernel = prs_kernels().batch if fast else None  # compiled on first use
         for lo in range(0, n, step):
@@ -249,21 +243,20 @@ class ProjectedRandomSign(Mechanism):
             # generator is consumed report by report and chunking never changes the output.
             uni = rng.random((hi - lo, dh * d + dh))
             bits = np.empty((hi - lo, dh))
-            if fast and kernel(uni, xb[lo:hi], dh, self.clip, p0, slope, bits, out[lo:hi]):
-                if keep:
-                    bits_all[lo:hi] = bits
-                    mats[lo:hi] = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d)) * SQRT3
-                continue
-            # a projection overflowed (inputs near the float maximum): the rescaling path
-            signs = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d))  # eq. 5
-            ubar = self._projections(signs, xb[lo:hi])  # eq. 23
-            p = self._prob_plus(ubar, bit_eps)  # eq. 24
-            bits = np.where(uni[:, dh * d :] < p, 1.0, -1.0)
-            # M^T u~ = sqrt(3) C s^T bits
-            out[lo:hi] = np.einsum("nkd,nk->nd", signs, bits, optimize=False) * (SQRT3 * self.clip)
+            if not (fast and kernel(uni, xb[lo:hi], dh, self.clip, p0, slope, bits, out[lo:hi])):
+                # NumPy: a subclass changed an equation, or a projection overflowed (inputs near
+                # the float maximum: the rescaling path)
+                signs = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d))  # eq. 5
+                ubar = self._projections(signs, xb[lo:hi])  # eq. 23
+                p = self._prob_plus(ubar, bit_eps)  # eq. 24
+                bits = np.where(uni[:, dh * d :] < p, 1.0, -1.0)
+                # M^T u~ = sqrt(3) C s^T bits
+                out[lo:hi] = np.einsum("nkd,nk->nd", signs, bits, optimize=False) * (
+                    SQRT3 * self.clip
+                )
             if keep:
                 bits_all[lo:hi] = bits
-                mats[lo:hi] = signs * SQRT3
+                mats[lo:hi] = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d)) * SQRT3
         return out, bits_all, mats
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
@@ -345,10 +338,6 @@ class ProjectedRandomSign(Mechanism):
         c = self.clip
         e0 = np.eye(1, d)[0]  # the first unit vector
         ones = np.ones(d)
-        return [
-            (1e6 * c * e0, -1e6 * c * e0),
-            (1e6 * c * ones, -1e6 * c * ones),
-            (c * ones, -c * ones),
-            (c * e0 / SQRT3, -c * e0 / SQRT3),  # projections exactly +-C or 0
-            (np.zeros(d), 1e6 * c * e0),
-        ]
+        # the last opposite pair has projections exactly +-C or 0
+        pairs = opposites(1e6 * c * e0, 1e6 * c * ones, c * ones, c * e0 / SQRT3)
+        return [*pairs, (np.zeros(d), 1e6 * c * e0)]
