@@ -205,19 +205,30 @@ def _l1_norm_row_py(x: np.ndarray, lo: int, n: int) -> float:
             res += abs(x[lo + k])
         return res
     if n <= 128:
+        r0 = abs(x[lo])
+        r1 = abs(x[lo + 1])
+        r2 = abs(x[lo + 2])
+        r3 = abs(x[lo + 3])
+        r4 = abs(x[lo + 4])
+        r5 = abs(x[lo + 5])
+        r6 = abs(x[lo + 6])
+        r7 = abs(x[lo + 7])
+        i = 8
         stop = n - n % 8
-        res = 0.0
-        for h in range(0, 8, 4):  # ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-            half = 0.0
-            for j in range(h, h + 4, 2):  # accumulators j and j + 1: every 8th value from j
-                a, b = abs(x[lo + j]), abs(x[lo + j + 1])
-                for i in range(j + 8, stop, 8):
-                    a += abs(x[lo + i])
-                    b += abs(x[lo + i + 1])
-                half += a + b
-            res += half
-        for i in range(stop, n):
+        while i < stop:
+            r0 += abs(x[lo + i])
+            r1 += abs(x[lo + i + 1])
+            r2 += abs(x[lo + i + 2])
+            r3 += abs(x[lo + i + 3])
+            r4 += abs(x[lo + i + 4])
+            r5 += abs(x[lo + i + 5])
+            r6 += abs(x[lo + i + 6])
+            r7 += abs(x[lo + i + 7])
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
             res += abs(x[lo + i])
+            i += 1
         return res
     # NumPy halves longer rows recursively; the engine's rows have d = 112 <= 128, and a
     # recursive function would not load from Numba's cache
