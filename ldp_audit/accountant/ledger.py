@@ -44,8 +44,8 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey, load_key
@@ -73,8 +73,8 @@ from ldp_audit.accountant.ledger_store import (
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.accountant.ledger_verify import identify, resolve_key, verify_open
-from ldp_audit.accountant.ledger_write import ChainWriter, transaction
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.accountant.ledger_write import ChainWriter
+from ldp_audit.errors import InvalidParameterError, LedgerError
 
 __all__ = ["Ledger", "TallyLedger"]
 
@@ -241,10 +241,8 @@ class Ledger(LedgerQueries):
         """Inside a write: record the metadata's digest in the head and the head's MAC."""
         store = self._rows_store("metadata seal")
         digest = metadata_digest(store.meta())
-        key = self._key
-        if key is None:  # pragma: no cover - transaction() refuses unkeyed ledgers
-            raise LedgerReadOnlyError(self._write_refusal or f"ledger {self.path!r}: no key")
         rows, head = self._head()
+        key: LedgerKey = self._key  # type: ignore[assignment] - _transaction refuses None
         store.put_seal(digest, key.mac(head_message(self._ledger_id, rows, head, digest)))
 
     # ---- transactions ------------------------------------------------------------------------
@@ -258,7 +256,27 @@ class Ledger(LedgerQueries):
         synced). Yields the store's handle (an ``sqlite3.Connection`` for SQLite).
         """
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
-        return transaction(self)
+        return self._transaction()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """The ledger's lock, then the store's write transaction; refuses a nested one and a
+        read-only ledger (and so one without the key: ``_write_refusal`` says why)."""
+        with self._lock:
+            if self._in_tx:
+                raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
+            if self.readonly:
+                raise LedgerReadOnlyError(
+                    self._write_refusal
+                    or f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
+                    f"folder is not writable): nothing can be charged"
+                )
+            with self._store.write() as handle:
+                self._in_tx = True
+                try:
+                    yield handle
+                finally:
+                    self._in_tx = False
 
     # ---- charging ----------------------------------------------------------------------------
 
@@ -318,9 +336,7 @@ class Ledger(LedgerQueries):
         """Write ``rows`` (the part of ``batch`` not replayed); ``check`` sees ``batch``'s
         agents (under the lock)."""
         agents = list(dict.fromkeys([r[0] for r in batch]))
-        w = self._writer
-        if w is None:  # pragma: no cover - charge_rows sends count stores elsewhere
-            raise self._not_evidence("rows")
+        w: ChainWriter = self._writer  # type: ignore[assignment] - a row store's (charge_rows)
         with self._lock:
             in_tx = self._in_tx
             if in_tx:  # a caller's transaction may still roll back: no cache, read everything
@@ -355,7 +371,7 @@ class Ledger(LedgerQueries):
             n = len(self)
             if n and not self._store.keeps_rows:
                 raise self._not_evidence("rows to replay")
-            self._replay = Replay(n, self._replay_read, self.path, self._bad)
+            self._replay = Replay(n, self._replay_read, self.path)
         return n
 
     def replay_status(self) -> dict[str, int] | None:
