@@ -253,7 +253,7 @@ def flatten(events: Iterable[tuple[DpEvent, int]] | DpEvent) -> Counter[DpEvent]
 
 
 # ---------------------------------------------------------------------------------------------
-# mechanism -> event (duck typed on ``to_config()['name']`` so we do not import mechanisms)
+# mechanism -> event (``mechanism.event()``, duck typed so that we do not import mechanisms)
 # ---------------------------------------------------------------------------------------------
 
 
