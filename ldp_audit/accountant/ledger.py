@@ -304,6 +304,7 @@ class Ledger(LedgerQueries):
                     check(store.live_states(dict.fromkeys([r[0] for r in rows])))
                 store.add(rows)
             return len(rows)
+        w = self._writer
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
         with self._lock:
@@ -312,44 +313,24 @@ class Ledger(LedgerQueries):
             rep = self._replay
             k = 0 if rep is None else rep.match(rows)
             if k < len(rows):
-                self._charge_rows(
-                    rows[k:] if k else rows,
-                    rows,
-                    run_id=run_id,
-                    check=(lambda st: check(before(st, rows[:k]))) if k and check else check,
-                    when=when,
-                )
+                agents = list(dict.fromkeys([r[0] for r in rows]))
+                in_tx = self._in_tx
+                if in_tx:  # a caller's transaction may still roll back: no cache, read everything
+                    w.cache = None
+                with self._store.errors("write") if in_tx else self.transaction():
+                    wh = w.check_head()
+                    states, cache, complete = w.states(agents, wh, self._load_states)
+                    if check is not None:
+                        check(before(states, rows[:k]) if k else states)
+                    new = w.append(
+                        rows[k:] if k else rows, states, run_id=run_id, when=when, head=wh.head
+                    )
+                if not in_tx:  # committed
+                    w.rows = wh.head.rows + len(rows) - k
+                    w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
             if k:  # all of it succeeded: past the replayed rows (or every earlier row)
                 rep.replayed += k  # type: ignore[union-attr]
                 rep.next = rep.next + k if k == len(rows) else rep.rows + 1  # type: ignore[union-attr]
-        return len(rows)
-
-    def _charge_rows(
-        self,
-        rows: Sequence[tuple[str, str, str]],
-        batch: Sequence[tuple[str, str, str]],
-        *,
-        run_id: str | None,
-        check: Callable[[dict[str, AgentState]], None] | None,
-        when: float | None,
-    ) -> int:
-        """Write ``rows`` (the part of ``batch`` not replayed); ``check`` sees ``batch``'s
-        agents (under the lock)."""
-        agents = list(dict.fromkeys([r[0] for r in batch]))
-        w: ChainWriter = self._writer  # type: ignore[assignment] - a row store's (charge_rows)
-        with self._lock:
-            in_tx = self._in_tx
-            if in_tx:  # a caller's transaction may still roll back: no cache, read everything
-                w.cache = None
-            with self._store.errors("write") if in_tx else self.transaction():
-                wh = w.check_head()
-                states, cache, complete = w.states(agents, wh, self._load_states)
-                if check is not None:
-                    check(states)
-                new = w.append(rows, states, run_id=run_id, when=when, head=wh.head)
-            if not in_tx:  # committed
-                w.rows = wh.head.rows + len(rows)
-                w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
         return len(rows)
 
     # ---- resume: replaying the charges already in the ledger ---------------------------------
