@@ -293,7 +293,8 @@ class Ledger(LedgerQueries):
         ``check(states)`` runs inside the write transaction with the verified state of every
         agent of ``rows`` (``{agent: AgentState}``, absent = never charged) before anything is
         written; an exception from it rolls everything back. Used by ``Accountant`` for its
-        budget check. Runs inside an open ``transaction()`` too.
+        budget check. Runs inside an open ``transaction()`` too. ``when``: the rows' time (now
+        when None; ``migrate_v1`` keeps each old row's own).
         """
         if not rows:
             return 0
