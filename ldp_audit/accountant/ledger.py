@@ -324,7 +324,7 @@ class Ledger(LedgerQueries):
                     if check is not None:
                         check(before(states, rows[:k]) if k else states)
                     new = w.append(
-                        rows[k:] if k else rows, states, run_id=run_id, when=when, head=wh.head
+                        rows[k:] if k else rows, states, wh.head, run_id=run_id, when=when
                     )
                 if not in_tx:  # committed
                     w.rows = wh.head.rows + len(rows) - k

@@ -123,12 +123,13 @@ class ChainWriter:
         self,
         rows: Sequence[tuple[str, str, str]],
         states: dict[str, AgentState],
+        head: HeadRecord,
         *,
         run_id: str | None,
         when: float | None,
-        head: HeadRecord | None = None,
     ) -> tuple[list[tuple], list[tuple]]:
-        """Seal ``(agent, event, scope)`` rows after ``head`` (read when None) and append them.
+        """Seal ``(agent, event, scope)`` rows after ``head`` (:meth:`check_head`'s) and append
+        them.
 
         ``states`` holds the verified state of every agent of ``rows`` (read in the same
         transaction); every row has time ``when`` (now when None). Only inside the ledger's
@@ -139,7 +140,6 @@ class ChainWriter:
             transaction commits.
         """
         key, store = self.key, self.store
-        head = head or store.checked_head()
         t = time.time() if when is None else float(when)
         charges, agent_rows, state_rows, i, last = seal_rows(
             rows, states, key, self.ledger_id, head.rows, head.hash, run_id=run_id, t=t
