@@ -102,8 +102,6 @@ class LedgerQueries:
         None, whose totals must then add up to ``rows`` charges), from three independent records
         that must agree (``ledger_chain.states_from_records``). ``fetched``: the records, already
         read; else they are read here, which must run inside a transaction or a read."""
-        if agents is not None and not agents:
-            return {}
         if fetched is None:
             fetched = self._rows_store("rows").state_records(agents)
         return states_from_records(*fetched, rows, self._key, self._ledger_id, self.path)
