@@ -49,7 +49,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey, load_key
-from ldp_audit.accountant.ledger_chain import check_head_mac, genesis_records
+from ldp_audit.accountant.ledger_chain import genesis_records
 from ldp_audit.accountant.ledger_format import (
     RESERVED_META,
     SCHEMA_VERSION,
@@ -216,16 +216,14 @@ class Ledger(LedgerQueries):
             return
         # Identify the store before anything that could write to it.
         meta = store.meta()
-        version = identify(meta, self.path, META_TABLE)
-        self._schema = version
+        self._schema = identify(meta, self.path, META_TABLE)
         store.check_structure()
         self._ledger_id = meta.get("ledger_id", "")
-        self._check_digest(store, meta)
         self._key, self.key_id, self.auth_note, self._write_refusal = resolve_key(
-            version, meta, self.path
+            self._schema, meta, self.path
         )
         self.authenticated = self._key is not None
-        check_head_mac(self._key, self._ledger_id, self.path, store.checked_head())  # cheap
+        self._check_sealed()  # the metadata's digest, then the head's MAC (cheap)
         if self._write_refusal is not None:
             self.readonly = True
         if not self.readonly:
