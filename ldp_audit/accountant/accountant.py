@@ -345,10 +345,9 @@ class Accountant:
 
     def spent_detail(self, agent: str, *, delta: float = 0.0, method: str = "best") -> SpentDetail:
         """Like ``spent`` with the winning method, every method's value and the remaining budget."""
-        agent = check_text(agent, "agent id", agent=True)
         delta = check_delta(delta)
         method = check_method(method)
-        st = self.ledger.states([agent]).get(agent) or AgentState()
+        st = self.ledger.states([agent]).get(agent) or AgentState()  # checks the agent id
         sig = signature(st.history())
         eps, winner, values, skipped = evaluate_full(sig, delta, method)
         scopes = {s for s, _ in st.events} or {"local"}

@@ -145,7 +145,10 @@ class SelfComposedEvent(DpEvent):
 
     def __post_init__(self) -> None:
         _check_event(self.event, "event")
-        object.__setattr__(self, "count", _check_count(self.count))
+        count = self.count  # an integer >= 1 (a float of integer value too; bool refused)
+        if isinstance(count, float) and count.is_integer():
+            count = int(count)
+        object.__setattr__(self, "count", check_int(count, "count", minimum=1))
 
 
 @dataclass(frozen=True)
@@ -165,13 +168,6 @@ class ComposedEvent(DpEvent):
         for i, e in enumerate(events):
             _check_event(e, f"events[{i}]")
         object.__setattr__(self, "events", events)
-
-
-def _check_count(count: Any) -> int:
-    """An integer >= 1 (a float of integer value too; bool refused)."""
-    if isinstance(count, float) and count.is_integer():
-        count = int(count)
-    return check_int(count, "count", minimum=1)
 
 
 def _check_event(event: Any, name: str) -> None:
@@ -253,7 +249,7 @@ def flatten(events: Iterable[tuple[DpEvent, int]] | DpEvent) -> Counter[DpEvent]
 
 
 # ---------------------------------------------------------------------------------------------
-# mechanism -> event (duck typed on ``to_config()['name']`` so we do not import mechanisms)
+# mechanism -> event (``mechanism.event()``, duck typed so that we do not import mechanisms)
 # ---------------------------------------------------------------------------------------------
 
 

@@ -44,12 +44,12 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey, load_key
-from ldp_audit.accountant.ledger_chain import check_head_mac, genesis_records
+from ldp_audit.accountant.ledger_chain import genesis_records
 from ldp_audit.accountant.ledger_format import (
     RESERVED_META,
     SCHEMA_VERSION,
@@ -73,8 +73,8 @@ from ldp_audit.accountant.ledger_store import (
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.accountant.ledger_verify import identify, resolve_key, verify_open
-from ldp_audit.accountant.ledger_write import ChainWriter, transaction
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.accountant.ledger_write import ChainWriter
+from ldp_audit.errors import InvalidParameterError, LedgerError
 
 __all__ = ["Ledger", "TallyLedger"]
 
@@ -216,16 +216,14 @@ class Ledger(LedgerQueries):
             return
         # Identify the store before anything that could write to it.
         meta = store.meta()
-        version = identify(meta, self.path, META_TABLE)
-        self._schema = version
+        self._schema = identify(meta, self.path, META_TABLE)
         store.check_structure()
         self._ledger_id = meta.get("ledger_id", "")
-        self._check_digest(store, meta)
         self._key, self.key_id, self.auth_note, self._write_refusal = resolve_key(
-            version, meta, self.path
+            self._schema, meta, self.path
         )
         self.authenticated = self._key is not None
-        check_head_mac(self._key, self._ledger_id, self.path, store.checked_head())  # cheap
+        self._check_sealed()  # the metadata's digest, then the head's MAC (cheap)
         if self._write_refusal is not None:
             self.readonly = True
         if not self.readonly:
@@ -241,10 +239,8 @@ class Ledger(LedgerQueries):
         """Inside a write: record the metadata's digest in the head and the head's MAC."""
         store = self._rows_store("metadata seal")
         digest = metadata_digest(store.meta())
-        key = self._key
-        if key is None:  # pragma: no cover - transaction() refuses unkeyed ledgers
-            raise LedgerReadOnlyError(self._write_refusal or f"ledger {self.path!r}: no key")
         rows, head = self._head()
+        key: LedgerKey = self._key  # type: ignore[assignment] - _transaction refuses None
         store.put_seal(digest, key.mac(head_message(self._ledger_id, rows, head, digest)))
 
     # ---- transactions ------------------------------------------------------------------------
@@ -258,7 +254,27 @@ class Ledger(LedgerQueries):
         synced). Yields the store's handle (an ``sqlite3.Connection`` for SQLite).
         """
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
-        return transaction(self)
+        return self._transaction()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """The ledger's lock, then the store's write transaction; refuses a nested one and a
+        read-only ledger (and so one without the key: ``_write_refusal`` says why)."""
+        with self._lock:
+            if self._in_tx:
+                raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
+            if self.readonly:
+                raise LedgerReadOnlyError(
+                    self._write_refusal
+                    or f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
+                    f"folder is not writable): nothing can be charged"
+                )
+            with self._store.write() as handle:
+                self._in_tx = True
+                try:
+                    yield handle
+                finally:
+                    self._in_tx = False
 
     # ---- charging ----------------------------------------------------------------------------
 
@@ -275,7 +291,8 @@ class Ledger(LedgerQueries):
         ``check(states)`` runs inside the write transaction with the verified state of every
         agent of ``rows`` (``{agent: AgentState}``, absent = never charged) before anything is
         written; an exception from it rolls everything back. Used by ``Accountant`` for its
-        budget check. Runs inside an open ``transaction()`` too.
+        budget check. Runs inside an open ``transaction()`` too. ``when``: the rows' time (now
+        when None; ``migrate_v1`` keeps each old row's own).
         """
         if not rows:
             return 0
@@ -286,6 +303,7 @@ class Ledger(LedgerQueries):
                     check(store.live_states(dict.fromkeys([r[0] for r in rows])))
                 store.add(rows)
             return len(rows)
+        w = self._writer
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
         with self._lock:
@@ -294,46 +312,24 @@ class Ledger(LedgerQueries):
             rep = self._replay
             k = 0 if rep is None else rep.match(rows)
             if k < len(rows):
-                self._charge_rows(
-                    rows[k:] if k else rows,
-                    rows,
-                    run_id=run_id,
-                    check=(lambda st: check(before(st, rows[:k]))) if k and check else check,
-                    when=when,
-                )
+                agents = list(dict.fromkeys([r[0] for r in rows]))
+                in_tx = self._in_tx
+                if in_tx:  # a caller's transaction may still roll back: no cache, read everything
+                    w.cache = None
+                with self._store.errors("write") if in_tx else self.transaction():
+                    wh = w.check_head()
+                    states, cache, complete = w.states(agents, wh, self._load_states)
+                    if check is not None:
+                        check(before(states, rows[:k]) if k else states)
+                    new = w.append(
+                        rows[k:] if k else rows, states, wh.head, run_id=run_id, when=when
+                    )
+                if not in_tx:  # committed
+                    w.rows = wh.head.rows + len(rows) - k
+                    w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
             if k:  # all of it succeeded: past the replayed rows (or every earlier row)
                 rep.replayed += k  # type: ignore[union-attr]
                 rep.next = rep.next + k if k == len(rows) else rep.rows + 1  # type: ignore[union-attr]
-        return len(rows)
-
-    def _charge_rows(
-        self,
-        rows: Sequence[tuple[str, str, str]],
-        batch: Sequence[tuple[str, str, str]],
-        *,
-        run_id: str | None,
-        check: Callable[[dict[str, AgentState]], None] | None,
-        when: float | None,
-    ) -> int:
-        """Write ``rows`` (the part of ``batch`` not replayed); ``check`` sees ``batch``'s
-        agents (under the lock)."""
-        agents = list(dict.fromkeys([r[0] for r in batch]))
-        w = self._writer
-        if w is None:  # pragma: no cover - charge_rows sends count stores elsewhere
-            raise self._not_evidence("rows")
-        with self._lock:
-            in_tx = self._in_tx
-            if in_tx:  # a caller's transaction may still roll back: no cache, read everything
-                w.cache = None
-            with self._store.errors("write") if in_tx else self.transaction():
-                wh = w.check_head()
-                states, cache, complete = w.states(agents, wh, self._load_states)
-                if check is not None:
-                    check(states)
-                new = w.append(rows, states, run_id=run_id, when=when, head=wh.head)
-            if not in_tx:  # committed
-                w.rows = wh.head.rows + len(rows)
-                w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
         return len(rows)
 
     # ---- resume: replaying the charges already in the ledger ---------------------------------
@@ -355,7 +351,7 @@ class Ledger(LedgerQueries):
             n = len(self)
             if n and not self._store.keeps_rows:
                 raise self._not_evidence("rows to replay")
-            self._replay = Replay(n, self._replay_read, self.path, self._bad)
+            self._replay = Replay(n, self._replay_read, self.path)
         return n
 
     def replay_status(self) -> dict[str, int] | None:

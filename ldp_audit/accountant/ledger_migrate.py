@@ -62,13 +62,7 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
     with led.transaction():
         # consecutive rows of one run id and time (a batch of charges) go in together
         for (t, run_id), group in itertools.groupby(rows, key=lambda r: (r[3], r[4])):
-            part = list(group)
-            led._writer.append(  # type: ignore[union-attr]
-                [(a, e, s) for a, e, s, _, _ in part],
-                led._load_states(list(dict.fromkeys(a for a, *_ in part))),
-                run_id=run_id,
-                when=t,
-            )
+            led.charge_rows([(a, e, s) for a, e, s, _, _ in group], run_id=run_id, when=t)
         for k2, v in meta.items():
             if k2 not in ("application", "schema_version", "created", "ledger_id", "key_id"):
                 store.put_meta(k2, v)

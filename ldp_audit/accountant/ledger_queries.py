@@ -75,17 +75,14 @@ class LedgerQueries:
 
     # ---- checks of what is read --------------------------------------------------------------
 
-    def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
-        head = store.head()
-        if head is None or head.meta_digest != metadata_digest(meta):
-            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
-
     def _check_sealed(self) -> None:
-        """The metadata must match its digest and the head its MAC (so that resealing inside a
-        write never launders an edit made outside ldp-audit)."""
+        """The metadata must match its digest and the head its MAC (on open; and so that
+        resealing inside a write never launders an edit made outside ldp-audit)."""
         store = self._rows_store("metadata seal")
-        self._check_digest(store, store.meta())
-        check_head_mac(self._key, self._ledger_id, self.path, store.checked_head())
+        head = store.head()
+        if head is None or head.meta_digest != metadata_digest(store.meta()):
+            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
+        check_head_mac(self._key, self._ledger_id, self.path, head)
 
     def _head(self) -> tuple[int, bytes]:
         return self._rows_store("hash chain").checked_head()[:2]
@@ -102,8 +99,6 @@ class LedgerQueries:
         None, whose totals must then add up to ``rows`` charges), from three independent records
         that must agree (``ledger_chain.states_from_records``). ``fetched``: the records, already
         read; else they are read here, which must run inside a transaction or a read."""
-        if agents is not None and not agents:
-            return {}
         if fetched is None:
             fetched = self._rows_store("rows").state_records(agents)
         return states_from_records(*fetched, rows, self._key, self._ledger_id, self.path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ldp_audit.accountant.ledger_format import AgentState
+from ldp_audit.accountant.ledger_format import AgentState, integrity_error
 from ldp_audit.errors import LedgerError
 
 __all__ = ["Replay", "before"]
@@ -25,8 +25,8 @@ class Replay:
     Args:
         rows: the number of rows in the ledger when the replay began.
         read: ``(first, stop) -> [(agent, event, scope), ...]`` of rows ``first <= id < stop``.
-        path: the ledger's name, for messages.
-        missing: ``(what) -> exception`` for a row that is not there.
+        path: the ledger's name, for messages (a row that is not there is a
+            ``LedgerIntegrityError`` naming it).
     """
 
     def __init__(
@@ -34,14 +34,12 @@ class Replay:
         rows: int,
         read: Callable[[int, int], list[tuple[str, str, str]]],
         path: str,
-        missing: Callable[[str], Exception],
     ) -> None:
         self.rows = rows
         self.next = 1
         self.replayed = 0
         self._read = read
         self._path = path
-        self._missing = missing
 
     def status(self) -> dict[str, int]:
         """``{"rows", "replayed", "pending"}``."""
@@ -57,7 +55,7 @@ class Replay:
         k = min(len(rows), self.rows - self.next + 1)
         earlier = self._read(self.next, self.next + k) if k > 0 else []
         if len(earlier) < k:
-            raise self._missing(f"row {self.next + len(earlier)} is missing (resume)")
+            raise integrity_error(self._path, f"row {self.next + len(earlier)} is missing (resume)")
         for j, want in enumerate(earlier):
             got = (rows[j][0], rows[j][1], rows[j][2])
             if got != want:

@@ -120,9 +120,8 @@ class LedgerStore(ABC):
 
 
 class RowStore(LedgerStore):
-    """A store of chained charge rows and keyed per-agent records (see the module docstring)."""
-
-    keeps_rows: ClassVar[bool] = True
+    """A store of chained charge rows and keyed per-agent records (see the module docstring);
+    ``keeps_rows`` True (``LedgerStore``'s)."""
 
     # ---- life cycle ------------------------------------------------------------------------
 

@@ -116,14 +116,12 @@ class TallyStore(CountStore):
         return nullcontext()
 
     def read(self) -> Any:
+        """The store's lock, for reads and writes alike (a charge racing with :meth:`close` may
+        count into the dropped tally; every later one is refused)."""
         self._open()
         return self._lock
 
-    def write(self) -> Any:
-        """The store's lock (a charge racing with :meth:`close` may count into the dropped
-        tally; every later one is refused)."""
-        self._open()
-        return self._lock
+    write = read
 
     def meta(self) -> dict[str, str]:
         with self._lock:

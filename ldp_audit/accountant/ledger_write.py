@@ -16,50 +16,27 @@ inside its write transaction. A charge is (docs/accountant.md, "The write path")
    (:func:`~ldp_audit.accountant.ledger_chain.seal_rows`) and appended, then the head;
 5. after the commit, :meth:`ChainWriter.fold`: the cache takes the committed state.
 
-:func:`transaction` is the ledger's write transaction around all of it.
+:meth:`Ledger.transaction <ldp_audit.accountant.ledger.Ledger.transaction>` is the ledger's
+write transaction around all of it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
 from ldp_audit.accountant.ledger_chain import check_head_mac, seal_rows
 from ldp_audit.accountant.ledger_format import (
     AgentState,
-    LedgerReadOnlyError,
     genesis_hash,
     head_message,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
-from ldp_audit.errors import LedgerError
 
-__all__ = ["ChainWriter", "transaction"]
-
-
-@contextmanager
-def transaction(led: Any) -> Iterator[Any]:
-    """What ``Ledger.transaction()`` enters: the ledger's lock, then the store's write
-    transaction; refuses a nested one and a read-only ledger."""
-    with led._lock:
-        if led._in_tx:
-            raise LedgerError(f"ledger {led.path!r}: nested transactions are not supported")
-        if led.readonly:
-            raise LedgerReadOnlyError(
-                led._write_refusal
-                or f"ledger {led.path!r} is read-only (opened read-only, or the file or its "
-                f"folder is not writable): nothing can be charged"
-            )
-        with led._store.write() as handle:
-            led._in_tx = True
-            try:
-                yield handle
-            finally:
-                led._in_tx = False
+__all__ = ["ChainWriter"]
 
 
 class ChainWriter:
@@ -146,25 +123,23 @@ class ChainWriter:
         self,
         rows: Sequence[tuple[str, str, str]],
         states: dict[str, AgentState],
+        head: HeadRecord,
         *,
         run_id: str | None,
         when: float | None,
-        head: HeadRecord | None = None,
     ) -> tuple[list[tuple], list[tuple]]:
-        """Seal ``(agent, event, scope)`` rows after ``head`` (read when None) and append them.
+        """Seal ``(agent, event, scope)`` rows after ``head`` (:meth:`check_head`'s) and append
+        them.
 
         ``states`` holds the verified state of every agent of ``rows`` (read in the same
-        transaction); every row has time ``when`` (now when None). Refused without the key (the
-        ledger's transaction already refuses a ledger it cannot charge).
+        transaction); every row has time ``when`` (now when None). Only inside the ledger's
+        transaction, which refuses a ledger without the key.
 
         Returns:
             The agent and event-count records written: the charged agents' state once the
             transaction commits.
         """
         key, store = self.key, self.store
-        if key is None:  # pragma: no cover - transaction() refuses unkeyed ledgers first
-            raise LedgerReadOnlyError(f"ledger {self.path!r}: no key, nothing can be charged")
-        head = head or store.checked_head()
         t = time.time() if when is None else float(when)
         charges, agent_rows, state_rows, i, last = seal_rows(
             rows, states, key, self.ledger_id, head.rows, head.hash, run_id=run_id, t=t
