@@ -42,7 +42,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.pgc_a3c.paper import PAPER
-from ldp_audit.training.pgc_a3c.reproduce import INF, MACHINE, setting_seed
+from ldp_audit.training.pgc_a3c.reproduce import INF, MACHINE, Setting, engine_config, setting_seed
 from ldp_audit.training.pgc_a3c.reproduce_report import rerun_command
 from ldp_audit.training.reproduction import check_fields, provenance, versions, write_report
 
@@ -164,8 +164,6 @@ def _key(reading: str, acting: str, eps: float) -> str:
 
 def _configs(cfg: ReadingsConfig) -> list[tuple[str, dict[str, Any], Any, int]]:
     """(key, description, PgcA3cConfig, seed) of every setting, in run order."""
-    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-
     plan = [
         (name, acting, eps, opts, False)
         for name, (opts, _) in READINGS.items()
@@ -176,23 +174,16 @@ def _configs(cfg: ReadingsConfig) -> list[tuple[str, dict[str, Any], Any, int]]:
         plan += [(name, "sample", INF, opts, True) for name, (opts, _) in CONTROLS.items()]
     out = []
     for name, acting, eps, opts, control in plan:
-        kw: dict[str, Any] = dict(
-            trials=cfg.trials,
-            max_submissions=cfg.max_submissions,
-            buffer_size=1,
-            stop_at_target=True,
-            acting=acting,
+        # the non-private row of a reading has no clip to change; a control's mechanism is
+        # the non-private one an infinite epsilon gives
+        drop = "mechanism" if control else "clip_kind" if math.isinf(eps) else ""
+        opts = {k: v for k, v in opts.items() if k != drop}
+        c = engine_config(
+            Setting("laplace", eps, 1, cfg.trials, True), cfg.max_submissions, acting, opts
         )
-        if control:
-            kw.update(opts)
-        elif math.isinf(eps):
-            kw["mechanism"] = "none"
-            kw.update({k: v for k, v in opts.items() if k != "clip_kind"})
-        else:
-            kw.update(mechanism="laplace", epsilon=eps, **opts)
         meta = {"reading": name, "acting": acting, "epsilon": eps, "control": control}
         key = f"control-{name}" if control else _key(name, acting, eps)
-        out.append((key, meta, PgcA3cConfig(**kw), setting_seed(cfg.seed, _ROW_INDEX[eps])))
+        out.append((key, meta, c, setting_seed(cfg.seed, _ROW_INDEX[eps])))
     return out
 
 
