@@ -129,7 +129,7 @@ def reproduce_grid(trials: int, subs: int) -> tuple[list[PgcA3cConfig], list[int
 
     cfg = rp.ReproduceConfig(trials=trials, max_submissions=subs)
     grid_, extra = rp._settings(cfg)
-    cfgs = [rp._engine_config(s, subs) for s in grid_ + extra]
+    cfgs = [rp.engine_config(s, subs) for s in grid_ + extra]
     return cfgs, [rp.setting_seed(cfg.seed, s.index) for s in grid_ + extra]
 
 

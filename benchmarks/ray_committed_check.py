@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = rp.setting_seed(cfg.seed, s.index)
     if seed != committed["seed"]:
         raise SystemExit(f"seed {seed} is not the committed {committed['seed']}")
-    engine_cfg = rp._engine_config(s, cfg.max_submissions)
+    engine_cfg = rp.engine_config(s, cfg.max_submissions)
     t = time.perf_counter()
     (res,) = rp.engine_grid([engine_cfg], [seed], backend="ray", workers=1)
     wall = time.perf_counter() - t

@@ -221,10 +221,40 @@ def system_ledger(kind: str, path: Path) -> LedgerStats | None:
 #: (training/statements.py); ``build_report(..., sections_registry=STATEMENT_ONLY)``.
 STATEMENT_ONLY = {
     "pgc-a3c": "ldp_audit.training.pgc_a3c.report:report_sections",
-    "dprl": "ldp_audit.training.statements:dprl_statement",
-    "fedrl": "ldp_audit.training.statements:fedrl_statement",
-    "frd": "ldp_audit.training.statements:frd_statement",
+    "dprl": "tests.test_report_fixtures:dprl_statement",
+    "fedrl": "tests.test_report_fixtures:fedrl_statement",
+    "frd": "tests.test_report_fixtures:frd_statement",
 }
+
+
+def _statement_only(facts_of: Any, unit: str | None = None) -> Any:
+    """A ``report_sections`` entry of the statement rows ``facts_of(context)`` alone."""
+
+    def report(run_dir: Path, extra: Any = None, *, context: Any = None) -> dict[str, Any]:
+        if context is None:
+            return {}
+        rows = {k: [v[0], v[1]] for k, v in facts_of(context).items()}
+        return {"statement": {**rows, "unit": unit} if unit else rows}
+
+    return report
+
+
+def dprl_statement(run_dir: Path, extra: Any = None, *, context: Any = None) -> dict[str, Any]:
+    from ldp_audit.training.statements import dprl_facts
+
+    return _statement_only(dprl_facts)(run_dir, extra, context=context)
+
+
+def fedrl_statement(run_dir: Path, extra: Any = None, *, context: Any = None) -> dict[str, Any]:
+    from ldp_audit.training.statements import fedrl_facts
+
+    return _statement_only(fedrl_facts)(run_dir, extra, context=context)
+
+
+def frd_statement(run_dir: Path, extra: Any = None, *, context: Any = None) -> dict[str, Any]:
+    from ldp_audit.training.statements import frd_facts
+
+    return _statement_only(frd_facts, "agent")(run_dir, extra, context=context)
 
 
 def make_system_run(kind: str, path: Path) -> Path:

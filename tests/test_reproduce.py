@@ -297,8 +297,8 @@ def test_reading_options_reach_the_engine_and_the_command_line():
 
     from ldp_audit.training.pgc_a3c.reproduce import (
         ReproduceConfig,
-        _engine_config,
         _settings,
+        engine_config,
         reading_options,
     )
     from ldp_audit.training.pgc_a3c.reproduce_report import reproduce_command
@@ -312,7 +312,7 @@ def test_reading_options_reach_the_engine_and_the_command_line():
     grid, _ = _settings(cfg)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        engine = [_engine_config(s, 100, "argmax", reading_options(cfg, s.engine_mechanism))
+        engine = [engine_config(s, 100, "argmax", reading_options(cfg, s.engine_mechanism))
                   for s in grid]  # fmt: skip
     lap = [c for c in engine if c.mechanism == "laplace"]
     assert lap and all(c.true_epsilon_per_submission == 112 * c.epsilon for c in lap)

@@ -28,9 +28,6 @@ __all__ = [
     "dprl_report",
     "fedrl_report",
     "frd_report",
-    "dprl_statement",
-    "fedrl_statement",
-    "frd_statement",
     "dprl_facts",
     "fedrl_facts",
     "frd_facts",
@@ -232,18 +229,17 @@ def frd_facts(c: Any) -> dict[str, tuple[str, str]]:
     }
 
 
-def _system_report(sections: str | None, facts_of: Any, unit: str | None = None) -> Any:
-    """A ``report_sections`` entry: the trainer's sections (``sections``: "module:function",
-    None for the statement rows alone) and, given a report ``context``, the rows
-    ``facts_of(context)`` (with the claim's ``unit`` when it is read from the ledger)."""
+def _system_report(sections: str, facts_of: Any, unit: str | None = None) -> Any:
+    """A ``report_sections`` entry: the trainer's sections (``sections``: "module:function")
+    and, given a report ``context``, the rows ``facts_of(context)`` (with the claim's ``unit``
+    when it is read from the ledger)."""
 
     def report(
         run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
     ) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if sections is not None:
-            module, _, name = sections.partition(":")
-            out["sections"] = getattr(importlib.import_module(module), name)(run_dir, extra)
+        module, _, name = sections.partition(":")
+        trainer_sections = getattr(importlib.import_module(module), name)
+        out: dict[str, Any] = {"sections": trainer_sections(run_dir, extra)}
         if context is not None:
             out["statement"] = {k: [v[0], v[1]] for k, v in facts_of(context).items()}
             if unit:
@@ -261,8 +257,3 @@ fedrl_report = _system_report("ldp_audit.training.fedrl.report:report_sections",
 #: FRD's sections (``ldp_audit.training.frd.run.report_sections``) and statement rows; its privacy
 #: unit, when the claim is read from the ledger, is the agent
 frd_report = _system_report("ldp_audit.training.frd.run:report_sections", frd_facts, "agent")
-#: The statement rows alone, without the trainers' sections (for a report of the statement
-#: only, e.g. ``build_report(run, sections_registry={"dprl": ".../statements:dprl_statement"})``).
-dprl_statement = _system_report(None, dprl_facts)
-fedrl_statement = _system_report(None, fedrl_facts)
-frd_statement = _system_report(None, frd_facts, "agent")

@@ -46,6 +46,7 @@ from ldp_audit.training.reproduction import check_fields, provenance, versions
 __all__ = [
     "ReproduceConfig",
     "Setting",
+    "engine_config",
     "run_reproduction",
 ]
 
@@ -197,14 +198,16 @@ def reading_options(cfg: ReproduceConfig, engine_mechanism: str) -> dict[str, An
     return {k: getattr(cfg, k) for k in names if getattr(cfg, k) != getattr(default, k)}
 
 
-def _engine_config(
+def engine_config(
     setting: Setting,
     max_submissions: int,
     acting: str = "argmax",
     options: dict[str, Any] | None = None,
 ) -> Any:
-    # lazy: torch-free import of this module
-    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+    """The ``PgcA3cConfig`` of one grid ``setting`` (a main-reproduction cell or a readings
+    row): its mechanism, epsilon (none for inf), trials, buffer and stop rule, with
+    ``options`` (a reading's) on top."""
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig  # lazy: a torch-free import
 
     kwargs: dict[str, Any] = dict(
         mechanism=setting.engine_mechanism,
@@ -350,7 +353,7 @@ def run_reproduction(
     if train_fn is None:  # all settings and trials in lock-step batches on cfg's backend
         res = engine_grid(
             [
-                _engine_config(
+                engine_config(
                     s, horizon[s.key], cfg.acting, reading_options(cfg, s.engine_mechanism)
                 )
                 for s in grid + extra

@@ -221,29 +221,28 @@ def figure2(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def rerun_command(head: str, cfg: dict[str, Any], default: Any, names: tuple[str, ...]) -> str:
+    """``head`` with the trials and horizon of ``cfg`` (a results.json ``config``), then each of
+    ``names`` whose value differs from the config ``default``'s (``--name VALUE``; a bool as
+    ``--name`` / ``--no-name``), then the seed: the command line that reruns ``cfg``."""
+    parts = [head, f"--trials {cfg['trials']}", f"--max-submissions {cfg['max_submissions']}"]
+    for name in names:
+        v, opt = cfg.get(name, getattr(default, name)), name.replace("_", "-")
+        if v != getattr(default, name):
+            parts.append(f"--{opt} {v}" if not isinstance(v, bool) else f"--{'no-' * (not v)}{opt}")
+    return " ".join([*parts, f"--seed {cfg['seed']}"])
+
+
 def reproduce_command(cfg: dict[str, Any]) -> str:
     """The ``ldp-audit reproduce pgc-a3c`` command line that reruns ``results["config"]``:
     trials, horizon and seed always, then every option whose value differs from
     :class:`ReproduceConfig`'s default (``--workers`` left out: results do not depend on it)."""
     default = ReproduceConfig()
-
-    def differs(name: str) -> bool:
-        return cfg.get(name, getattr(default, name)) != getattr(default, name)
-
-    parts = [
-        "ldp-audit reproduce pgc-a3c",
-        f"--trials {cfg['trials']}",
-        f"--max-submissions {cfg['max_submissions']}",
-    ]
-    if differs("stop_at_target"):
-        parts.append("--stop-at-target" if cfg["stop_at_target"] else "--no-stop-at-target")
-    if differs("figure2"):
-        parts.append("--no-figure2")
-    names = () if differs("figure2") else ("figure2_trials", "figure2_submissions")
+    names = ("stop_at_target", "figure2")
+    if cfg.get("figure2", default.figure2) == default.figure2:
+        names += ("figure2_trials", "figure2_submissions")
     names += ("acting", "clip_kind", "aggregator", "aggregator_lr", "target")
-    parts += [f"--{name.replace('_', '-')} {cfg[name]}" for name in names if differs(name)]
-    parts.append(f"--seed {cfg['seed']}")
-    return " ".join(parts)
+    return rerun_command("ldp-audit reproduce pgc-a3c", cfg, default, names)
 
 
 def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
