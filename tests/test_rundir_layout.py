@@ -26,7 +26,7 @@ def test_public_names(name):
 
 def test_the_package_gives_only_its_public_names():
     """One address per name: a private name is read from the file that defines it."""
-    assert not hasattr(R, "_check_parent_writable") and not hasattr(R, "_fsync_dir")
+    assert not hasattr(R, "_check_parent_writable") and not hasattr(R, "_atomic_write")
     with pytest.raises(ImportError):
         exec("from ldp_audit.rundir import _check_path_arg")
     from ldp_audit.rundir import paths

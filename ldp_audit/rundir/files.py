@@ -210,15 +210,14 @@ def create_once(path: Path, tmp: Path, data: bytes, mode: int, *, rename: bool =
     _fsync_dir(path.parent)
 
 
-def write_bytes_file(target: Path, data: bytes, *, replace: bool = False) -> None:
-    """Write ``data`` to ``target`` atomically (once, unless ``replace``)."""
+def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
     if target.exists() and not replace:
         raise RunDirectoryError(
             f"{target} already exists; a run directory's files are written once"
         )
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_bytes(data)
+        write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         if replace:
@@ -246,15 +245,24 @@ def write_bytes_file(target: Path, data: bytes, *, replace: bool = False) -> Non
 def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> str:
     """Write ``obj`` as JSON to ``target`` atomically (once, unless ``replace``); returns the
     SHA-256 of the bytes written."""
-    data = json.dumps(to_jsonable(obj), indent=1, allow_nan=False).encode()  # ASCII
-    write_bytes_file(target, data, replace=replace)
-    return hashlib.sha256(data).hexdigest()
+    text = json.dumps(to_jsonable(obj), indent=1, allow_nan=False)  # ASCII: its bytes as is
+    _atomic_write(target, lambda t: t.write_text(text), replace=replace)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_bytes_file(target: Path, data: bytes, *, replace: bool = False) -> None:
+    """Write ``data`` to ``target`` atomically (once, unless ``replace``)."""
+    _atomic_write(target, lambda t: t.write_bytes(data), replace=replace)
 
 
 def write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
-    write_bytes_file(target, buf.getvalue(), replace=replace)
+    arrs = {k: np.asarray(v) for k, v in arrays.items()}
+
+    def w(t: Path) -> None:
+        with open(t, "wb") as fh:
+            np.savez_compressed(fh, **arrs)
+
+    _atomic_write(target, w, replace=replace)
 
 
 def canonical_json(obj: Any) -> str:

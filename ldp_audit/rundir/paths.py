@@ -47,7 +47,7 @@ ARTIFACT_PATTERN = re.compile(r"^(audit|attack_[a-z0-9_\-]+)\.json$")
 LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
 #: the run's append-only index of sealed analysis files (ldp_audit.rundir.seal)
 ANALYSES_INDEX = "analyses.json"
-#: the temporary file of an interrupted atomic write (``files.write_bytes_file``, a ledger's
+#: the temporary file of an interrupted atomic write (``files._atomic_write``, a ledger's
 #: creation): unsealed by design, never opened by a reader
 TEMP_FILE = re.compile(r"^\.[^/]+\.(tmp-\d+|ldp-creating\.\d+\.\d+\.tmp)$")
 
