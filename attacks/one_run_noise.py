@@ -14,7 +14,9 @@ is subtracted). So the tests below are exact, need no canary and no bound on the
 * :func:`noise_shape_test`: noise of the claimed size but not Gaussian (bounded, e.g. uniform
   or random-sign noise of the claimed std, which the size tests cannot see and which lets a
   record's contribution show outside the noise's support): a Kolmogorov-Smirnov test of the
-  sketch coordinates divided by ``sigma`` against ``N(0, 1)``, pooled and per tensor;
+  sketch coordinates divided by ``sigma`` against ``N(0, 1)``, pooled and per tensor; with
+  the recorder's rounding grain, also noise rounded to few significant bits before it is added
+  (bfloat16, float16: its values on the grid of such floats);
 * :func:`pair_dependence_test`: noise correlated across any two updates (any lag: reused,
   partly reused, a generator reseeded each epoch): the normalised inner product of two
   independent isotropic Gaussian vectors of ``k`` coordinates has ``(1 + rho) / 2 ~
@@ -211,6 +213,14 @@ def _families(g: np.ndarray, names: list[str] | None, min_size: int) -> list[tup
     return fams
 
 
+PRECISION_BITS = (8, 11)
+"""The significand bits the precision test tries: bfloat16 (and every 8-bit float) and float16
+(and TensorFloat-32)."""
+
+PRECISION_WINDOW = 1 / 32
+"""The precision test counts values within this fraction of a grid step of the grid."""
+
+
 def noise_shape_test(
     sketch: Any,
     groups: Any,
@@ -218,6 +228,8 @@ def noise_shape_test(
     sigma: float,
     confidence: float = 0.95,
     names: list[str] | None = None,
+    grain: Any = None,
+    unit: float = 1.0,
 ) -> dict[str, Any]:
     """Released noise whose distribution is not the claimed ``N(0, sigma^2)``.
 
@@ -228,6 +240,20 @@ def noise_shape_test(
     random signs, a discretised or truncated Gaussian), whose bounded support lets a record's
     contribution show. Families: the whole sketch and each tensor holding sketch coordinates
     (when there are several); Bonferroni over them.
+
+    With ``grain`` (a bound on each value's rounding grain, the recorder's ``noise_grain``), a
+    tenth of the level goes to a precision test of the noise in the units it was drawn in (the
+    sketch times ``unit``, the clip norm ``C`` of a residual in units of ``C``; the grain
+    likewise): noise rounded to ``b`` significant bits
+    (``PRECISION_BITS``: bfloat16 or float16 before it is added) lies on the grid of ``b``-bit
+    floats. A value ``v`` in ``[2^(e-1), 2^e)`` is on it when ``v / 2^(e-b)`` is an integer;
+    ``delta`` is its distance to the nearest one. Only values whose grain is at most 1/64 of the
+    grid step ``2^(e-b)`` are read (a residual is a lattice of that grain shifted by the clipped
+    sum). Under the claim a value's law is a Gaussian density on that lattice, so ``P[delta <
+    w] <= (2 w + 1/64) x`` the density's largest ratio over one grid step (``exp(2^(1-b)
+    v^2 / sigma^2)``: below 1.3 for ``|v| < 5.5 sigma`` at b = 8); the test counts the values
+    with ``delta < w`` (``w = PRECISION_WINDOW``) against a binomial of ``p0 = 2 (2 w + 1/64)``
+    (twice the bound; independent values), upper tail, Bonferroni over the bits and families.
 
     Args:
         sketch: (T, K) the residual noise of each update on ``K`` public coordinates, in units
@@ -248,7 +274,8 @@ def noise_shape_test(
     z, g, level = _sketch(sketch, groups, confidence)
     sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
     fams = _families(g, names, 1)
-    F = len(fams)
+    share = 1.0 if grain is None else 0.9  # the KS test's part of the level
+    F = len(fams) / share
     out, best = [], None
     for name, sel in fams:
         v = z[:, sel].ravel()
@@ -262,8 +289,41 @@ def noise_shape_test(
         out.append({**fam, "ks_distance": float(r.statistic), "p_value": p,
                     "detectable_distance": float(kstwo.isf(level / F, v.size))})  # fmt: skip
         best = p if best is None else min(best, p)
-    return {"level": level, "rejected": bool(best is not None and best <= level),
-            "p_value": best, "families": out}  # fmt: skip
+    res = {"level": level, "families": out}
+    if grain is not None:
+        unit = check_real_in(unit, "unit", lo=0.0, lo_open=True)
+        res["precision"] = _precision(z * unit, np.asarray(grain, dtype=np.float64) * unit, fams,
+                                      level / 10)  # fmt: skip
+        p = res["precision"]["p_value"]
+        best = p if best is None else best if p is None else min(best, p)
+    return {**res, "rejected": bool(best is not None and best <= level), "p_value": best}
+
+
+def _precision(z: np.ndarray, grain: np.ndarray, fams: list, level: float) -> dict[str, Any]:
+    """The precision part of :func:`noise_shape_test` at ``level`` (a tenth of the shape
+    test's): per family and bits, the values read, those within the window and the p-value
+    (Bonferroni-adjusted over the families and bits and scaled to the whole shape level)."""
+    from scipy.stats import binom
+
+    if grain.shape != z.shape:
+        raise InvalidParameterError(f"grain must be {z.shape} like the sketch, got {grain.shape}")
+    w = PRECISION_WINDOW
+    p0 = 2.0 * (2.0 * w + 1.0 / 64)
+    n_tests = len(fams) * len(PRECISION_BITS)
+    m, e = np.frexp(np.where(np.isfinite(z), z, 0.0))
+    rows, best = [], None
+    for b in PRECISION_BITS:
+        u = np.abs(m) * 2.0**b
+        on = np.abs(u - np.round(u)) < w
+        ok = (m != 0) & np.isfinite(grain) & (grain * 64 <= np.ldexp(1.0, e - b))
+        for name, sel in fams:
+            n, k = int(ok[:, sel].sum()), int((on & ok)[:, sel].sum())
+            p = min(1.0, 10.0 * n_tests * float(binom.sf(k - 1, n, p0))) if n else None
+            rows.append({"name": name, "bits": b, "values": n, "on_grid": k, "p_value": p})
+            best = p if best is None or (p is not None and p < best) else best
+    rejected = bool(best is not None and best <= 10 * level)
+    return {"p_value": best, "level": level, "null_rate": p0, "window": w,
+            "rejected": rejected, "families": rows}  # fmt: skip
 
 
 def _rows(names: list[str], d: np.ndarray, ok: np.ndarray, p: Any, ratio: Any,

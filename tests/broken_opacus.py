@@ -79,7 +79,11 @@ and two missed in session 48's probe, flagged since by the data-dependence test:
 * :class:`RawGradientLeftIn`: ``p.grad = p.grad + summed_grad + noise`` (the raw, unclipped
   mean gradient of the backward pass left in the released update);
 * :class:`RawGradientAverageMixedIn`: a running mean (0.9) of the raw summed gradient added to
-  the released sum.
+  the released sum;
+
+and one missed in session 48's probe, flagged since by the precision test (session 49):
+
+* :class:`NoiseRoundedToBfloat16`: the correct noise rounded to bfloat16 before it is added.
 """
 
 from __future__ import annotations
@@ -505,6 +509,16 @@ class RawGradientAverageMixedIn(DPOptimizer):
             p.grad = (p.summed_grad + noise + p._raw_mean).view_as(p)
 
 
+class NoiseRoundedToBfloat16(DPOptimizer):
+    """``noise = torch.normal(0, std, size, generator=g).to(torch.bfloat16).to(p.dtype)``."""
+
+    def add_noise(self) -> None:
+        for p in self.params:
+            std = self.noise_multiplier * self.max_grad_norm
+            n = torch.normal(0, std, p.summed_grad.shape, generator=self.generator)
+            p.grad = (p.summed_grad + n.to(torch.bfloat16).to(p.dtype)).view_as(p)
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -540,4 +554,5 @@ BROKEN = {
     ),
     "raw gradient left in the released update": (RawGradientLeftIn, "independence"),
     "running mean of the raw gradient mixed in": (RawGradientAverageMixedIn, "independence"),
+    "noise rounded to bfloat16 before it is added": (NoiseRoundedToBfloat16, "noise"),
 }

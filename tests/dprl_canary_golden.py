@@ -38,7 +38,7 @@ CASES = {
 #: one-run audit's noise, contribution and ledger tests read); every array it wrote is compared
 NEWER_ARRAYS = ("batch_size", "charged", "noise_multiplier", "max_grad_norm",
                 "expected_batch_size", "noise_sq", "noise_sketch", "noise_shift",
-                "noise_shift_at", "noise_data", "canary_joins")  # fmt: skip
+                "noise_shift_at", "noise_data", "noise_grain", "canary_joins")  # fmt: skip
 
 
 def run_case(name: str) -> dict[str, str | int]:

@@ -144,7 +144,7 @@ def test_embedded_records_are_the_standalone_audits(tmp_path: Path) -> None:
 #: per-update records as a stand-alone audit (the audit of train dprl reads them)
 EMBEDDED_ARRAYS = ("canary_projection", "batch_size", "charged", "noise_multiplier",
                    "max_grad_norm", "expected_batch_size", "noise_sq", "noise_sketch",
-                   "noise_shift", "noise_shift_at", "noise_data")  # fmt: skip
+                   "noise_shift", "noise_shift_at", "noise_data", "noise_grain")  # fmt: skip
 
 
 def test_embedded_audit_writes_through_the_callers_writer(tmp_path: Path) -> None:
@@ -235,7 +235,14 @@ def standalone_golden_entries(tmp: Path) -> dict[str, str]:
 
 # arrays the golden's version did not write (issue 36: the released noise per tensor and its
 # sketch, tested in tests/test_opacus_coverage.py); every array it wrote is compared
-NEWER_ARRAYS = ("noise_sq", "noise_sketch", "noise_shift", "noise_shift_at", "noise_data")
+NEWER_ARRAYS = (
+    "noise_sq",
+    "noise_sketch",
+    "noise_shift",
+    "noise_shift_at",
+    "noise_data",
+    "noise_grain",
+)
 
 
 def test_standalone_audit_runs_bit_identical_to_golden(tmp_path: Path) -> None:

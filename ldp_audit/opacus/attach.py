@@ -544,7 +544,14 @@ class CanaryAudit:
             **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
             **{
                 k: rec[k]
-                for k in ("noise_sq", "noise_sketch", "noise_shift", "noise_shift_at", "noise_data")
+                for k in (
+                    "noise_sq",
+                    "noise_sketch",
+                    "noise_shift",
+                    "noise_shift_at",
+                    "noise_data",
+                    "noise_grain",
+                )
             },
         }
         if not self.embedded:

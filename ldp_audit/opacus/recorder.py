@@ -57,6 +57,11 @@ class UpdateRecorder:
 
         self._params = params
         self._sizes = [int(p.numel()) for p in params]
+        # the significand bits of each tensor's released values (at most float32's: the
+        # recorder computes in float32), on the sketch: the residual's rounding grain
+        bits = [min(24, 1 - round(np.log2(torch.finfo(p.dtype).eps))) for p in params]
+        owner = np.searchsorted(np.cumsum(self._sizes), np.asarray(sketch), side="right")
+        self._bits = torch.as_tensor(np.asarray(bits, dtype=np.float32)[owner])
         self._dense = dense
         self._idx = torch.as_tensor(idx)
         self._flat_idx = self._idx.reshape(-1)
@@ -77,7 +82,7 @@ class UpdateRecorder:
         self._k: list[float] = []  # the open block's factors to units of C
         self._proj: list[Any] = []  # (m,) per update (float64 rows when dense)
         self._done: dict[str, list[Any]] = {"norm": [], "sq": [], "sketch": [], "shift": [],
-                                            "changed": [], "data": []}  # fmt: skip
+                                            "changed": [], "data": [], "grain": []}  # fmt: skip
         self._ffts: list[tuple[Any, float]] = []  # the last SHIFT_LAGS updates' (rfft, norm)
 
     @property
@@ -156,7 +161,14 @@ class UpdateRecorder:
         self._done["sq"].append(torch.stack(
             [(c * c).sum(dim=1) for c in r.double().split(self._sizes, dim=1)], dim=1
         ).cpu())  # fmt: skip
-        self._done["sketch"].append(r.index_select(1, self._sketch.to(r.device)).cpu())
+        at = self._sketch.to(r.device)
+        self._done["sketch"].append(r.index_select(1, at).cpu())
+        # a bound on the grain of each sketch residual's rounding: 4 units in the last place,
+        # at the tensor's bits, of the larger of the released sum and the clipped sum
+        big = torch.maximum((g * k).index_select(1, at).abs(), s.index_select(1, at).abs()
+                            / self._clip)  # fmt: skip
+        e = torch.frexp(big)[1].float() - self._bits.to(r.device)[None, :] + 2.0
+        self._done["grain"].append(torch.where(big == big, torch.exp2(e), big).cpu())
         # per tensor, <r, s> and |s|^2 (s in units of C): does the noise follow the data?
         sc = s.double() / self._clip
         self._done["data"].append(torch.stack([torch.stack(((a * b).sum(1), (b * b).sum(1)), 1)
@@ -200,8 +212,10 @@ class UpdateRecorder:
     def arrays(self) -> dict[str, np.ndarray]:
         """``canary_projection`` (raw: gradient units, the caller scales), ``update_norm``,
         ``noise_sq`` (T, L), ``noise_sketch`` (T, K), ``noise_shift`` (T, SHIFT_LAGS) and
-        ``noise_shift_at`` (its shifts) and ``noise_data`` (T, L, 2: per tensor the noise's inner
-        product with the clipped sum and the sum's squared norm), one row per recorded update."""
+        ``noise_shift_at`` (its shifts), ``noise_data`` (T, L, 2: per tensor the noise's inner
+        product with the clipped sum and the sum's squared norm) and ``noise_grain`` (T, K: a
+        bound on the rounding grain of each sketch value, for the precision test), one row per
+        recorded update."""
         self._flush()
         T = len(self._proj)
         m, L, K = int(self._idx.shape[0]), len(self._sizes), int(self._sketch.numel())
@@ -222,4 +236,5 @@ class UpdateRecorder:
             "noise_shift": shift[..., 0],
             "noise_shift_at": shift[..., 1].astype(np.int64),  # shifts < 2^53: exact
             "noise_data": cat(self._done["data"], 0, np.float64).reshape(T, L, 2),
+            "noise_grain": cat(self._done["grain"], K, np.float32),
         }

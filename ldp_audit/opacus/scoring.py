@@ -251,7 +251,8 @@ def _noise_tests(
                              int(cfg["canary_seed"]))  # fmt: skip
     tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=quarter, names=names)
     shape = noise_shape_test(tr["noise_sketch"], groups, sigma=sigma, confidence=quarter,
-                             names=names)  # fmt: skip
+                             names=names, grain=tr.get("noise_grain"),
+                             unit=float(claim["max_grad_norm"]))  # fmt: skip
     tn = _joined(tn, shape, 1.0 - half, p_size=tn["p_value"], shape=shape)
     # the independence test's residual half split over three: pairs, coordinates, shifts
     sixth = 1.0 - (1.0 - conf) / 6.0
