@@ -144,3 +144,28 @@ def test_bad_reproduce_leak_inputs_exit_2_naming_parameter(argv, needle, tmp_pat
     assert e.value.code == 2
     assert needle in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_ldp_run_that_stops_at_its_mission_says_its_epsilon_misses_the_upload_count(
+    tmp_path, capsys
+):
+    """With stop_at_mission (the default) the number of uploads depends on the agents' private
+    dynamics and is not charged: measured, 300 one-agent groups at 0.01 per upload (claim 0.10
+    over <= 10 uploads), P(fewer uploads) was 42/154 at gravity 4.9 and 3/146 at 19.6, an
+    epsilon lower bound of 1.24 at 95% (docs/frd.md). The run's text and report must say so;
+    a fixed schedule (--no-stop-at-mission) keeps the plain number."""
+    from ldp_audit.training.frd.run import report_sections
+
+    base = ["train", "frd", "--setting", "5", "--agents", "2", "--groups", "1", "--sections",
+            "10", "--exchange-period", "5", "--initial-episodes", "5", "--max-episodes", "12",
+            "--epsilon", "0.5", "--no-progress"]  # fmt: skip
+    for name, extra in (("stop", []), ("fixed", ["--no-stop-at-mission"])):
+        assert main([*base, *extra, "--out", str(tmp_path / name)]) == 0
+        out = capsys.readouterr().out
+        assert ("not how many uploads there are" in out) == (name == "stop")
+    (sec,) = report_sections(tmp_path / "stop", [tmp_path / "fixed"])
+    rows = {r[0].split(" ")[0]: r for r in sec["tables"][1]["rows"]}
+    assert rows["stop"][1].endswith(
+        "(contents only: the number of uploads, set by the mission, is not)"
+    )
+    assert float(rows["fixed"][1]) == pytest.approx(0.5)

@@ -128,7 +128,8 @@ class FrdConfig:
             episode_steps).
         window: episodes averaged for the mission (10 in the paper).
         stop_at_mission: stop a group once its mission time is known (--no-stop-at-mission: run
-            every agent to max_episodes).
+            every agent to max_episodes; the LDP variant's epsilon covers how many uploads an
+            agent makes only then).
         episode_steps: CartPole-v1 truncation (500).
         gravities: declared set each agent's private gravity is drawn from (uniformly); with
             another ``private_param``, the one gravity every agent has (default 9.8). On the
