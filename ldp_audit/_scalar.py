@@ -237,7 +237,8 @@ def from_scalar(
         InvalidParameterError: bad epsilon/delta/domain/seeding, or ``fn`` is not callable.
     """
     if not callable(fn):
-        hint = " (pass its randomise method)" if callable(getattr(fn, "randomise", None)) else ""
+        one = [m for m in ("randomise", "privatise", "randomize") if callable(getattr(fn, m, None))]
+        hint = f" (pass its {one[0]} method)" if one else ""
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}{hint}")
     eps = check_real_in(epsilon, "epsilon", lo=0.0, lo_open=False)
     dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)

@@ -235,6 +235,31 @@ def test_one_value_per_call_object_pointed_at_from_scalar():
         from_scalar(_OneValuePerCall(), epsilon=1.0, domain=(0.0, 1.0))
 
 
+class _PrivatiseClient:
+    """pure-ldp's shape: an epsilon and privatise(value) (British spelling), no privatize."""
+
+    epsilon = 1.0
+
+    def privatise(self, value):
+        return value
+
+
+def test_privatise_clients_and_bare_functions_pointed_at_from_scalar():
+    # pure-ldp's DEClient(1, 8) and multi-freq-ldpy's GRR_Client passed to audit() got only
+    # "must have an epsilon attribute and a privatize(x, rng) method, got DEClient"
+    one_pair = [(np.array([0.0]), np.array([1.0]))]
+    with pytest.raises(InvalidParameterError, match=r"from_scalar\(obj\.privatise.*OBJ\.privatise"):
+        audit(_PrivatiseClient(), one_pair, samples=2_000)
+    with pytest.raises(InvalidParameterError, match=r"pass its privatise method"):
+        from_scalar(_PrivatiseClient(), epsilon=1.0, domain=(0.0, 1.0))
+
+    def grr_client(v, k, epsilon):  # one value per call, more arguments than the value
+        return v
+
+    with pytest.raises(InvalidParameterError, match=r"it is a function.*from_scalar\(lambda v"):
+        audit(grr_client, one_pair, samples=2_000)
+
+
 # ---- one vector per call: the frequency-oracle clients of LDP libraries (issue 40) -----------
 # pure-ldp's and multi-freq-ldpy's clients return a bit vector (unary encoding) or a pair
 # (y, seed) (local hashing) per call; from_scalar refused them ("must return a real number").
