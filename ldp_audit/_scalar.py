@@ -42,7 +42,7 @@ class ScalarMechanism:
 
     Build it with :func:`from_scalar`. Inputs have shape (n, 1); each row is one call of the
     wrapped function; outputs have shape (n, 1), float64, or (n, m) when every call returns a
-    vector of m real numbers (int64 when they are integers).
+    vector of m real numbers (int64 when they are integers, uint64 when one is >= 2^63).
 
     Attributes:
         epsilon: the library's claimed epsilon (passed through).
@@ -175,8 +175,15 @@ class ScalarMechanism:
             )
         if arr.ndim == 1:
             return arr.astype(np.float64)[:, None]
-        exact = arr.dtype.kind == "i" or (arr.dtype.kind == "u" and not (arr >= 2**63).any())
-        return arr.astype(np.int64 if exact else np.float64)
+        if arr.dtype.kind == "f" and not self.vectorized and (np.abs(arr) >= 2**63).any():
+            # NumPy reads Python ints, one of them >= 2^63, as float64 (rounded): keep uint64
+            ints = [_flat(r) for r in raw]
+            if all(isinstance(e, numbers.Integral) and e >= 0 for r in ints for e in r):
+                return np.array(ints, dtype=np.uint64)
+        if arr.dtype.kind in "bf":
+            return arr.astype(np.float64)
+        # integers stay exact: int64, or uint64 when one is >= 2^63 (a 64-bit seed or digest)
+        return arr.astype(np.uint64 if arr.dtype.kind == "u" and (arr >= 2**63).any() else np.int64)
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
@@ -230,7 +237,8 @@ def from_scalar(
         InvalidParameterError: bad epsilon/delta/domain/seeding, or ``fn`` is not callable.
     """
     if not callable(fn):
-        hint = " (pass its randomise method)" if callable(getattr(fn, "randomise", None)) else ""
+        one = [m for m in ("randomise", "privatise", "randomize") if callable(getattr(fn, m, None))]
+        hint = f" (pass its {one[0]} method)" if one else ""
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}{hint}")
     eps = check_real_in(epsilon, "epsilon", lo=0.0, lo_open=False)
     dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)

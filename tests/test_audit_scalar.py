@@ -235,6 +235,31 @@ def test_one_value_per_call_object_pointed_at_from_scalar():
         from_scalar(_OneValuePerCall(), epsilon=1.0, domain=(0.0, 1.0))
 
 
+class _PrivatiseClient:
+    """pure-ldp's shape: an epsilon and privatise(value) (British spelling), no privatize."""
+
+    epsilon = 1.0
+
+    def privatise(self, value):
+        return value
+
+
+def test_privatise_clients_and_bare_functions_pointed_at_from_scalar():
+    # pure-ldp's DEClient(1, 8) and multi-freq-ldpy's GRR_Client passed to audit() got only
+    # "must have an epsilon attribute and a privatize(x, rng) method, got DEClient"
+    one_pair = [(np.array([0.0]), np.array([1.0]))]
+    with pytest.raises(InvalidParameterError, match=r"from_scalar\(obj\.privatise.*OBJ\.privatise"):
+        audit(_PrivatiseClient(), one_pair, samples=2_000)
+    with pytest.raises(InvalidParameterError, match=r"pass its privatise method"):
+        from_scalar(_PrivatiseClient(), epsilon=1.0, domain=(0.0, 1.0))
+
+    def grr_client(v, k, epsilon):  # one value per call, more arguments than the value
+        return v
+
+    with pytest.raises(InvalidParameterError, match=r"it is a function.*from_scalar\(lambda v"):
+        audit(grr_client, one_pair, samples=2_000)
+
+
 # ---- one vector per call: the frequency-oracle clients of LDP libraries (issue 40) -----------
 # pure-ldp's and multi-freq-ldpy's clients return a bit vector (unary encoding) or a pair
 # (y, seed) (local hashing) per call; from_scalar refused them ("must return a real number").
@@ -266,15 +291,15 @@ def _hash(seed: int, v: int) -> int:
     return (seed * 0x9E3779B97F4A7C15 + v * 0xBF58476D1CE4E5B9) % (2**61 - 1) % G_OLH
 
 
-def olh_factory(epsilon: float):
+def olh_factory(epsilon: float, seed_low: int = 0):
     """Local hashing: (y, seed), y = H_seed(v) kept w.p. e^eps / (e^eps + g - 1), else another
-    of the g values; the seed is below 2^62."""
+    of the g values; the seed is in [seed_low, seed_low + 2^62)."""
 
     def make(g: np.random.Generator):
         keep = math.exp(epsilon) / (math.exp(epsilon) + G_OLH - 1)
 
         def privatise(v: int) -> tuple[int, int]:
-            seed = int(g.integers(2**62))
+            seed = seed_low + int(g.integers(2**62))
             h = _hash(seed, v)
             y = h if g.random() < keep else (h + 1 + int(g.integers(G_OLH - 1))) % G_OLH
             return y, seed
@@ -313,6 +338,53 @@ def test_a_hashed_pair_per_call_reaches_a_statistic_exactly():
     m = from_scalar(olh_factory(2.0), epsilon=1.5, domain=[1, 2], seeding="generator")
     r = audit(m, samples=20_000, rng=0, statistics=[support_gap], float_bits=False)
     assert r.violation and r.witness.family == "user", r.summary()
+
+
+def test_a_64_bit_seed_reaches_a_statistic_exactly():
+    """Seeds in [2^63, 2^63 + 2^62) (a uint64 seed or digest) stay uint64: they were read as
+    float64, so the statistic's hash was wrong: bound 0.000, no violation (measured, seed 0); now
+    1.909, as the 62-bit seeds of the test above."""
+    m = from_scalar(olh_factory(2.0, 2**63), epsilon=1.5, domain=[1, 2], seeding="generator")
+    out = m.privatize(np.array([[1.0], [2.0]]), np.random.default_rng(0))
+    assert out.dtype == np.uint64 and (out[:, 1] >= 2**63).all()
+    r = audit(m, samples=20_000, rng=0, statistics=[support_gap], float_bits=False)
+    assert r.violation and r.witness.family == "user", r.summary()
+
+
+def ss_factory(epsilon: float, k: int, ordered: bool):
+    """Subset selection of a value in 0..k-1, as multi-freq-ldpy 0.2.5's ``SS_Client``: a set
+    of w = round(k / (e^eps + 1)) values, holding v w.p. w e^eps / (w e^eps + k - w). ``ordered``
+    returns it as that client does, an array with v first when kept: v at any other place
+    never happens on input v and does on input v' (true epsilon infinite); as a set it is
+    epsilon-LDP."""
+
+    def make(g: np.random.Generator):
+        w = max(1, round(k / (math.exp(epsilon) + 1)))
+        keep = w * math.exp(epsilon) / (w * math.exp(epsilon) + k - w)
+
+        def privatise(v: int):
+            others = [u for u in range(k) if u != v]
+            if g.random() < keep:
+                out = [v, *g.choice(others, size=w - 1, replace=False).tolist()]
+            else:
+                out = g.choice(others, size=w, replace=False).tolist()
+            return np.array(out) if ordered else set(out)
+
+        return privatise
+
+    return make
+
+
+def test_an_ordered_subset_is_refuted_and_a_set_is_not():
+    """k 10, epsilon 1 (subsets of 3): the ordered report is refuted (bound 2.478 at 20,000
+    samples, seed 0; its true epsilon is infinite); the same report as a set is not (0.933;
+    false failure <= 1e-7)."""
+    kw = {"epsilon": 1.0, "domain": [0, 1], "seeding": "generator"}
+    r = audit(from_scalar(ss_factory(1.0, 10, True), **kw), samples=20_000, rng=0)
+    assert r.distribution.violation and r.epsilon_lower_bound > 2.0, r.summary()
+    ok = audit(from_scalar(ss_factory(1.0, 10, False), **kw), samples=20_000, rng=0,
+               confidence=STRICT)  # fmt: skip
+    assert not ok.violation, ok.summary()
 
 
 def test_unequal_or_non_numeric_vectors_are_named():

@@ -124,11 +124,19 @@ def check_mechanism(mechanism: Any) -> tuple[float, float]:
     raw = user_attr(mechanism, "epsilon", missing)  # a property that raises: UserCodeError
     if not callable(user_attr(mechanism, "privatize")) or raw is missing:
         hint = ""
-        if callable(user_attr(mechanism, "randomise")):  # diffprivlib's one-value-per-call API
+        # one value per call: diffprivlib's randomise, pure-ldp's privatise, a bare function
+        names = () if isinstance(mechanism, type) else ("randomise", "privatise", "randomize")
+        one = [m for m in names if callable(user_attr(mechanism, m))]
+        if one or (callable(mechanism) and not isinstance(mechanism, type)):
+            what, fn, cli = (
+                (f"has {one[0]}(value)", f"obj.{one[0]}", f"OBJ.{one[0]}")
+                if one
+                else ("is a function", "lambda v: fn(v, ...)", "FN")
+            )
             hint = (
-                ": it has randomise(value), one value per call; wrap it with from_scalar("
-                "obj.randomise, epsilon=..., domain=...) (command line: --scalar --mechanism "
-                "MODULE:OBJ.randomise --epsilon E --domain LOW:HIGH)"
+                f": it {what}, one value per call; wrap it with from_scalar({fn}, epsilon=..., "
+                f"domain=...) (command line: --scalar --mechanism MODULE:{cli} --epsilon E "
+                "--domain LOW:HIGH)"
             )
         raise InvalidParameterError(
             "mechanism must have an epsilon attribute and a privatize(x, rng) method, got "
