@@ -222,17 +222,29 @@ _BEFORE_THE_TRAINERS_HANDLER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     import ldp_audit.cli as cli
-    from ldp_audit.rundir.writer import RunWriter
+    import ldp_audit.rundir.writer as w
 
-    real, marker = RunWriter.open_ledger, Path(sys.argv[1])
+    real, marker = w.RunWriter.open_ledger, Path(sys.argv[1])
+    real_write = w.write_json_file
 
-    def open_ledger(self, **kw):  # the window after config.json, before the trainer's handler
+    def wait():
         marker.touch()
         for _ in range(6000):
             time.sleep(0.01)
+
+    def open_ledger(self, **kw):  # the window after config.json, before the trainer's handler
+        wait()
         return real(self, **kw)
 
-    RunWriter.open_ledger = open_ledger
+    def write_json_file(path, *a, **k):  # config.json in place, its write not returned yet
+        real_write(path, *a, **k)
+        if not marker.exists():  # the first write only
+            wait()
+
+    if sys.argv[3] == "ledger":
+        w.RunWriter.open_ledger = open_ledger
+    else:
+        w.write_json_file = write_json_file
     sys.argv = ["ldp-audit", "train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "5",
                 "--max-submissions", "30", "--out", sys.argv[2]]
     sys.exit(cli.main())
@@ -240,16 +252,23 @@ _BEFORE_THE_TRAINERS_HANDLER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    "sig, code, where",
+    [
+        (signal.SIGINT, 130, "ledger"),
+        (signal.SIGTERM, 143, "ledger"),
+        (signal.SIGINT, 130, "config"),
+    ],
+)
 def test_a_signal_right_after_config_json_marks_the_run_interrupted(
-    tmp_path: Path, sig: int, code: int
+    tmp_path: Path, sig: int, code: int, where: str
 ) -> None:
     """Session 49: a signal after ``config.json`` but before the trainer's own handler (its
     ledger opening, its engine compiling) left the run with no manifest: unmarked, and
     ``budget --verify`` said only that a file was missing."""
     marker, run = tmp_path / "in-window", tmp_path / "run"
     p = subprocess.Popen(
-        [sys.executable, "-c", _BEFORE_THE_TRAINERS_HANDLER, str(marker), str(run)],
+        [sys.executable, "-c", _BEFORE_THE_TRAINERS_HANDLER, str(marker), str(run), where],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "LDP_AUDIT_PROGRESS": "never"},

@@ -141,6 +141,8 @@ class RunWriter:
             cfg_doc["versions"] = versions()
             cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
             cfg_doc["status"] = "running"
+            self.config_doc, self._finished = cfg_doc, False
+            _UNFINISHED.add(self)  # before config.json: a signal inside its write is caught too
             write_json_file(self.path / "config.json", cfg_doc)
         self.config_doc = cfg_doc
         self._finished = False
