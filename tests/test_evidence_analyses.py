@@ -518,3 +518,61 @@ def test_an_artefact_write_interrupted_leaves_a_run_that_verifies(
         assert (run / name).read_bytes() == before
     else:
         assert not (run / name).exists()
+
+
+_KILLED_IN_THE_SEAL = """
+import sys, time
+from pathlib import Path
+import ldp_audit.rundir.writer as writer
+
+run, name, overwrite, marker = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1", Path(sys.argv[4])
+
+def seal_analyses(*a, **k):  # the artefact is in place, its seal not yet written
+    marker.touch()
+    time.sleep(600)
+
+writer.seal_analyses = seal_analyses
+writer.write_artifact(run, name, {"new": True}, overwrite=overwrite)
+"""
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_kill_before_the_seal_names_the_way_out(
+    run: Path, tmp_path: Path, overwrite: bool
+) -> None:
+    """Session 49: a SIGKILL between an artefact's write and its seal (no handler runs) left a
+    run every reader refused as 'not sealed' / 'edited after the toolkit wrote it', with no way
+    out named. The refusal now names the kill and the way out, and the way out verifies."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    name = "audit.json" if overwrite else "attack_toy.json"
+    marker = tmp_path / "in-the-seal"
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _KILLED_IN_THE_SEAL,
+            str(run),
+            name,
+            str(int(overwrite)),
+            str(marker),
+        ]
+    )
+    t0 = time.monotonic()
+    while not marker.exists():  # the event, not a sleep
+        assert p.poll() is None and time.monotonic() - t0 < 120, "the child never reached the seal"
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    res = verify_run(run)
+    assert not res.ok
+    way_out = "run that command again with --overwrite" if overwrite else "remove it and run"
+    assert any("killed before it sealed it" in x and way_out in x for x in res.problems), res
+    if overwrite:  # what `audit --run-dir RUN --overwrite --allow-unverified` does
+        write_artifact(run, name, [VIOLATION], overwrite=True)
+    else:
+        (run / name).unlink()
+    assert verify_run(run).ok

@@ -8,6 +8,7 @@ a second, which holds on any machine that can run the suite."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -214,3 +215,74 @@ def test_ctrl_c_while_the_commands_import_is_130_without_a_traceback(tmp_path: P
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "ldp-audit: interrupted" in err
     assert dt <= LIMIT_S
+
+
+_BEFORE_THE_TRAINERS_HANDLER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    import ldp_audit.cli as cli
+    import ldp_audit.rundir.writer as w
+
+    real, marker = w.RunWriter.open_ledger, Path(sys.argv[1])
+    real_write = w.write_json_file
+
+    def wait():
+        marker.touch()
+        for _ in range(6000):
+            time.sleep(0.01)
+
+    def open_ledger(self, **kw):  # the window after config.json, before the trainer's handler
+        wait()
+        return real(self, **kw)
+
+    def write_json_file(path, *a, **k):  # config.json in place, its write not returned yet
+        real_write(path, *a, **k)
+        if not marker.exists():  # the first write only
+            wait()
+
+    if sys.argv[3] == "ledger":
+        w.RunWriter.open_ledger = open_ledger
+    else:
+        w.write_json_file = write_json_file
+    sys.argv = ["ldp-audit", "train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "5",
+                "--max-submissions", "30", "--out", sys.argv[2]]
+    sys.exit(cli.main())
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "sig, code, where",
+    [
+        (signal.SIGINT, 130, "ledger"),
+        (signal.SIGTERM, 143, "ledger"),
+        (signal.SIGINT, 130, "config"),
+    ],
+)
+def test_a_signal_right_after_config_json_marks_the_run_interrupted(
+    tmp_path: Path, sig: int, code: int, where: str
+) -> None:
+    """Session 49: a signal after ``config.json`` but before the trainer's own handler (its
+    ledger opening, its engine compiling) left the run with no manifest: unmarked, and
+    ``budget --verify`` said only that a file was missing."""
+    marker, run = tmp_path / "in-window", tmp_path / "run"
+    p = subprocess.Popen(
+        [sys.executable, "-c", _BEFORE_THE_TRAINERS_HANDLER, str(marker), str(run), where],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LDP_AUDIT_PROGRESS": "never"},
+        preexec_fn=_default_sigint,
+    )
+    _started(p, marker)
+    rc, dt = _wait_exit(p, sig)
+    err = p.stderr.read()
+    assert rc == code and "Traceback" not in err, err
+    assert "forced exit" not in err and dt <= LIMIT_S, (dt, err)
+    from ldp_audit.rundir import verify_run
+
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert json.loads((run / "config.json").read_text())["status"] == "interrupted"
+    res = verify_run(run)
+    assert res.ok, res.problems

@@ -160,7 +160,8 @@ def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant import Ledger
     from ldp_audit.accountant.ledger_migrate import migrate_v1
 
-    path = _ledger_path(args.ledger)
+    run_verify = args.verify and Path(args.ledger).is_dir()  # a missing ledger: verify_run says
+    path = Path(args.ledger) / "ledger.sqlite" if run_verify else _ledger_path(args.ledger)
     if args.expect_head is not None and not args.verify:
         raise InvalidParameterError("--expect-head needs --verify")
     if args.expect_root is not None and not (args.verify and Path(args.ledger).is_dir()):
@@ -187,7 +188,7 @@ def _run(args: argparse.Namespace) -> int:
             rows, head = len(new), new.chain_head()
         print(f"migrated {path} to {args.migrate_to}: {rows} charges, chain head {head}")
         return 0
-    if args.verify and Path(args.ledger).is_dir():
+    if run_verify:
         return _verify_run(args)
     from ldp_audit.accountant.keys import check_key_outside
 

@@ -303,7 +303,9 @@ def check_analyses(
                 continue
             problems.append(
                 f"{run / name} is not sealed (no entry in {INDEX}): an analysis file the "
-                f"toolkit did not write, or one written before analysis files were sealed"
+                f"toolkit did not write, one written before analysis files were sealed, or one "
+                f"whose command was killed before it sealed it: remove it and run that command "
+                f"again"
             )
             continue
         try:
@@ -311,9 +313,15 @@ def check_analyses(
         except (OSError, RunDirectoryError):  # a folder in its place: changed
             digest = ""
         if digest != latest[name].get("sha256"):
+            again = (  # what a kill inside the command's write leaves, and the way out
+                f"remove {run / 'report'} and run `ldp-audit report` again"
+                if name.startswith("report/")
+                else "run that command again with --overwrite --allow-unverified"
+            )
             problems.append(
                 f"{run / name} does not match the SHA-256 sealed in {INDEX} (edited after the "
-                f"toolkit wrote it)"
+                f"toolkit wrote it, or rewritten by a command killed before it sealed it: "
+                f"{again})"
             )
         if not name.startswith("report/"):
             sealed[name] = digest

@@ -123,9 +123,13 @@ class VerifyResult:
             if self.status != "complete"
             else ""
         )
+        ledger = (
+            f"ledger.sqlite {led.get('rows')} charges, chain head {led.get('chain_head')}"
+            if led
+            else "no ledger.sqlite (the run stopped before creating it)"
+        )
         return (
-            f"verified ({auth}): every file matches manifest.json; ledger.sqlite "
-            f"{led.get('rows')} charges, chain head {led.get('chain_head')}{sealed}; "
+            f"verified ({auth}): every file matches manifest.json; {ledger}{sealed}; "
             f"run root {self.root}{unfinished}"
         )
 
@@ -240,7 +244,15 @@ def verify_run(
     led_res: dict[str, Any] | None = None
     lp = p / "ledger.sqlite"
     auth_ledger = False
-    if not lp.is_file():
+    stopped = man is not None and man.get("status") in ("interrupted", "failed")
+    no_ledger = man is not None and man.get("ledger", 0) is None and expect_head is None
+    if not lp.is_file() and auth_manifest and stopped and no_ledger:
+        notes.append(  # its sealed manifest says so: a signal before the ledger was created
+            f"the run stopped ({man['status']}) before its ledger was created: nothing was "
+            "charged or released"
+        )
+        auth_ledger = True  # the manifest's MAC (checked) says it has none
+    elif not lp.is_file():
         problems.append(f"{lp} is missing: the run's charges cannot be checked")
     else:
         try:

@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 import platform
 import shutil
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -140,9 +141,12 @@ class RunWriter:
             cfg_doc["versions"] = versions()
             cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
             cfg_doc["status"] = "running"
+            self.config_doc, self._finished = cfg_doc, False
+            _UNFINISHED.add(self)  # before config.json: a signal inside its write is caught too
             write_json_file(self.path / "config.json", cfg_doc)
         self.config_doc = cfg_doc
         self._finished = False
+        _UNFINISHED.add(self)
 
     def _prepare_resume(self, cfg_doc: dict[str, Any]) -> None:
         p = self.path
@@ -269,7 +273,28 @@ class RunWriter:
 
         write_json_file(self.path / "manifest.json", seal_manifest(man, self.path))
         self._finished = True
+        _UNFINISHED.discard(self)
         return self.path / "manifest.json"
+
+
+#: the runs this process started and has not finished (weakly held)
+_UNFINISHED: weakref.WeakSet[RunWriter] = weakref.WeakSet()
+
+
+def finish_unfinished(status: str = "interrupted") -> list[Path]:
+    """Finish every run this process started and did not finish with ``status`` (best effort);
+    the CLI calls it on Ctrl-C / SIGTERM. A trainer marks its run interrupted in its own handler,
+    but a signal before that handler is entered (while the ledger opens, or an engine compiles,
+    right after ``config.json``) left the folder with no manifest. Returns the runs it
+    finished."""
+    done = []
+    for w in list(_UNFINISHED):
+        _UNFINISHED.discard(w)
+        if (w.path / "config.json").is_file():  # not removed by its own failure path
+            with contextlib.suppress(Exception):
+                w.finish(status=status)
+                done.append(w.path)
+    return done
 
 
 def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False) -> Path:
