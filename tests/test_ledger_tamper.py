@@ -29,8 +29,9 @@ from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.accountant.ledger_migrate import migrate_v1
 from ldp_audit.cli import main
 from ldp_audit.errors import LedgerError
-from ldp_audit.rundir import RunWriter, verify_run
+from ldp_audit.rundir import RunWriter, verify_run, write_artifact
 from tests.ledger_checksums import agent_chk, state_chk
+from tests.test_evidence_analyses import VIOLATION
 
 EPS = 5.0
 
@@ -439,3 +440,37 @@ def test_the_mac_is_rfc2104_hmac_sha256() -> None:
         for msg in (b"", b"x", rng.bytes(1000)):
             assert key.mac(msg) == hmac.digest(key.key, msg, "sha256")
     assert "key=" not in repr(key) and key.id in repr(key)  # the key is never printed
+
+
+def test_what_only_an_external_anchor_catches(run: Path, tmp_path: Path) -> None:
+    """The documented limits (docs/accountant.md, "What no key catches"), measured: a state the
+    key itself sealed, restored later, verifies with the key; only a head or root published
+    elsewhere tells it from the newer one. (1) A ledger alone (no run) copied back over a longer
+    one: the older spend reads as the spend. (2) A run folder restored from before its audit was
+    added: verifies, and --expect-head passes (an analysis adds no charge); --expect-root
+    refuses."""
+
+    led = tmp_path / "alone" / "ledger.sqlite"
+    led.parent.mkdir()
+    acc = Accountant(led, budget=Budget(epsilon=10.0))
+    acc.charge_many([("a", LaplaceEvent(1.0))] * 3)
+    shutil.copy(led, tmp_path / "older-alone.sqlite")
+    acc.charge_many([("a", LaplaceEvent(1.0))] * 5)
+    later_head = acc.ledger.verify()["chain_head"]
+    acc.ledger.close()
+    shutil.copy(tmp_path / "older-alone.sqlite", led)  # the rollback
+    assert main(["budget", str(led), "--verify"]) == 0  # not caught by the key
+    with Ledger(led) as old:
+        assert Accountant(old).spent("a", method="basic") == pytest.approx(3.0)  # 8 were spent
+    assert main(["budget", str(led), "--verify", "--expect-head", later_head]) == 2
+
+    before = tmp_path / "before-audit"
+    shutil.copytree(run, before)
+    write_artifact(run, "audit.json", [VIOLATION])
+    res = verify_run(run)
+    assert res.ok and res.analyses
+    shutil.rmtree(run)
+    shutil.copytree(before, run)  # the whole folder rolled back: the audit is gone
+    assert main(["budget", str(run), "--verify"]) == 0
+    assert main(["budget", str(run), "--verify", "--expect-head", res.ledger["chain_head"]]) == 0
+    assert main(["budget", str(run), "--verify", "--expect-root", res.root]) == 2
