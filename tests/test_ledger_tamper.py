@@ -15,6 +15,7 @@ tests assert, column by column:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -366,6 +367,24 @@ def test_key_file_sources_and_permissions(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("LDP_AUDIT_KEY", "ab" * 8)
     with pytest.raises(KeyFileError, match="at least 16 bytes"):
         load_key()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (chown)")
+def test_a_key_file_another_user_owns_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person with write access to the key's folder but not the key drops their own key file
+    (mode 0600, owned by them): root read it and sealed and verified with the person's key
+    (session 49). A key file must belong to this process's user (or root), as ssh asks."""
+    key = tmp_path / "key" / "ledger.key"  # its own: the session's key is shared by workers
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(key))
+    run = _make_run(tmp_path / "run")  # creates the key
+    os.chown(key, 12345, -1)
+    with pytest.raises(KeyFileError, match="belongs to user id 12345"):
+        load_key()
+    assert main(["budget", str(run), "--verify"]) == 2
+    os.chown(key, os.geteuid(), -1)
+    assert main(["budget", str(run), "--verify"]) == 0
 
 
 def test_budget_uses_the_runs_delta_and_refuses_a_fifo(tmp_path: Path, capsys) -> None:
