@@ -163,3 +163,22 @@ def test_a_link_to_a_folder_fails_verification(run: Path, tmp_path: Path, capsys
         res.problems
     )
     assert main(["budget", str(run), "--verify"]) == 2
+
+
+@pytest.mark.parametrize("name", ["audit.json", "transcript.npz", "ledger.sqlite"])
+def test_a_sealed_file_replaced_by_a_link_fails_verification(
+    run: Path, tmp_path: Path, name: str
+) -> None:
+    """A sealed file replaced by a link to an identical copy outside the run verified (exit 0,
+    session 49): the bytes matched, but they lived where the run's owner does not look and could
+    change after the check. No writer makes a link, so one is refused like a linked folder."""
+    copy = tmp_path / f"copy-{name}"
+    copy.write_bytes((run / name).read_bytes())
+    (run / name).unlink()
+    (run / name).symlink_to(copy)
+    res = verify_run(run)
+    assert any(p.startswith(f"{run / name} is a link (to {copy})") for p in res.problems)
+    assert main(["budget", str(run), "--verify"]) == 2
+    (run / name).unlink()
+    (run / name).write_bytes(copy.read_bytes())
+    assert main(["budget", str(run), "--verify"]) == 0  # the file itself: verifies again

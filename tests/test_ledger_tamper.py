@@ -15,6 +15,7 @@ tests assert, column by column:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -29,8 +30,9 @@ from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.accountant.ledger_migrate import migrate_v1
 from ldp_audit.cli import main
 from ldp_audit.errors import LedgerError
-from ldp_audit.rundir import RunWriter, verify_run
+from ldp_audit.rundir import RunWriter, verify_run, write_artifact
 from tests.ledger_checksums import agent_chk, state_chk
+from tests.test_evidence_analyses import VIOLATION
 
 EPS = 5.0
 
@@ -367,6 +369,24 @@ def test_key_file_sources_and_permissions(tmp_path: Path, monkeypatch: pytest.Mo
         load_key()
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (chown)")
+def test_a_key_file_another_user_owns_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person with write access to the key's folder but not the key drops their own key file
+    (mode 0600, owned by them): root read it and sealed and verified with the person's key
+    (session 49). A key file must belong to this process's user (or root), as ssh asks."""
+    key = tmp_path / "key" / "ledger.key"  # its own: the session's key is shared by workers
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(key))
+    run = _make_run(tmp_path / "run")  # creates the key
+    os.chown(key, 12345, -1)
+    with pytest.raises(KeyFileError, match="belongs to user id 12345"):
+        load_key()
+    assert main(["budget", str(run), "--verify"]) == 2
+    os.chown(key, os.geteuid(), -1)
+    assert main(["budget", str(run), "--verify"]) == 0
+
+
 def test_budget_uses_the_runs_delta_and_refuses_a_fifo(tmp_path: Path, capsys) -> None:
     run = tmp_path / "g"
     w = RunWriter(run, algorithm="toy", config={"delta": 1e-5}, seed=0)
@@ -439,3 +459,37 @@ def test_the_mac_is_rfc2104_hmac_sha256() -> None:
         for msg in (b"", b"x", rng.bytes(1000)):
             assert key.mac(msg) == hmac.digest(key.key, msg, "sha256")
     assert "key=" not in repr(key) and key.id in repr(key)  # the key is never printed
+
+
+def test_what_only_an_external_anchor_catches(run: Path, tmp_path: Path) -> None:
+    """The documented limits (docs/accountant.md, "What no key catches"), measured: a state the
+    key itself sealed, restored later, verifies with the key; only a head or root published
+    elsewhere tells it from the newer one. (1) A ledger alone (no run) copied back over a longer
+    one: the older spend reads as the spend. (2) A run folder restored from before its audit was
+    added: verifies, and --expect-head passes (an analysis adds no charge); --expect-root
+    refuses."""
+
+    led = tmp_path / "alone" / "ledger.sqlite"
+    led.parent.mkdir()
+    acc = Accountant(led, budget=Budget(epsilon=10.0))
+    acc.charge_many([("a", LaplaceEvent(1.0))] * 3)
+    shutil.copy(led, tmp_path / "older-alone.sqlite")
+    acc.charge_many([("a", LaplaceEvent(1.0))] * 5)
+    later_head = acc.ledger.verify()["chain_head"]
+    acc.ledger.close()
+    shutil.copy(tmp_path / "older-alone.sqlite", led)  # the rollback
+    assert main(["budget", str(led), "--verify"]) == 0  # not caught by the key
+    with Ledger(led) as old:
+        assert Accountant(old).spent("a", method="basic") == pytest.approx(3.0)  # 8 were spent
+    assert main(["budget", str(led), "--verify", "--expect-head", later_head]) == 2
+
+    before = tmp_path / "before-audit"
+    shutil.copytree(run, before)
+    write_artifact(run, "audit.json", [VIOLATION])
+    res = verify_run(run)
+    assert res.ok and res.analyses
+    shutil.rmtree(run)
+    shutil.copytree(before, run)  # the whole folder rolled back: the audit is gone
+    assert main(["budget", str(run), "--verify"]) == 0
+    assert main(["budget", str(run), "--verify", "--expect-head", res.ledger["chain_head"]]) == 0
+    assert main(["budget", str(run), "--verify", "--expect-root", res.root]) == 2

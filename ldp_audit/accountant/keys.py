@@ -122,6 +122,13 @@ def _read_file(path: Path) -> bytes:
         raise KeyFileError(f"cannot read the ledger key file {str(path)!r}: {exc}") from None
     if not stat.S_ISREG(st.st_mode):
         raise KeyFileError(f"the ledger key file {str(path)!r} is not a regular file")
+    uid = os.geteuid() if hasattr(os, "geteuid") else st.st_uid
+    if st.st_uid not in (uid, 0):  # as ssh: its owner (or root) can read or replace it
+        raise KeyFileError(
+            f"the ledger key file {str(path)!r} belongs to user id {st.st_uid}, not to this "
+            f"process's user ({uid}) or root: its owner knows the key and can seal anything "
+            f"with it, so it authenticates nothing; use a key file of your own"
+        )
     if st.st_mode & 0o077:
         raise KeyFileError(
             f"the ledger key file {str(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}: its "

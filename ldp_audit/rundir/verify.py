@@ -324,8 +324,9 @@ def verify_run(
 def _hash_run(p: Path, problems: list[str], notes: list[str]) -> dict[str, str]:
     """The SHA-256 of every file of the run (by name relative to it) but the ledger's own
     (checked through the ledger) and an interrupted write's temporary file (a note), each hashed
-    once and recorded as what this process verified (``files.read_checked``); a link to a
-    folder (never entered: no writer makes one) is a problem."""
+    once and recorded as what this process verified (``files.read_checked``); a link (to a
+    folder: never entered; to a file: its bytes live outside the run) is a problem, since no
+    writer makes one."""
     seen: dict[str, str] = {}
     for folder, dirs, names in os.walk(p):
         for d in (Path(folder) / d for d in dirs if (Path(folder) / d).is_symlink()):
@@ -333,6 +334,13 @@ def _hash_run(p: Path, problems: list[str], notes: list[str]) -> dict[str, str]:
         for n in names:
             f = Path(folder) / n
             name = f.relative_to(p).as_posix()
+            if f.is_symlink():  # the ledger's too: checked content, but no longer the run's
+                problems.append(
+                    f"{f} is a link (to {os.readlink(f)}), not a file of the run: its bytes live "
+                    f"elsewhere and can change after any check; no writer makes one (copy the "
+                    f"file in its place)"
+                )
+                continue
             if name in ("ledger.sqlite", *LEDGER_SIDE):
                 continue
             if TEMP_FILE.match(n):
