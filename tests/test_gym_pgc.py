@@ -494,6 +494,13 @@ def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
     assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "7",
                  "--env-module", "my_test_envs", "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["n"] == 12
+    # audit reads the config too: it takes --env-module (it named the option and had none,
+    # so a user env's run could not be audited); this run's epsilon is inf: nothing to audit
+    monkeypatch.delitem(sys.modules, "my_test_envs")
+    assert main(["audit", "--run-dir", str(run)]) == 2
+    assert "--env-module my_test_envs" in capsys.readouterr().err
+    assert main(["audit", "--run-dir", str(run), "--env-module", "my_test_envs"]) == 2
+    assert "nothing to audit" in capsys.readouterr().err
 
 
 def test_attack_ceiling_composes_an_agents_reports(tmp_path) -> None:
