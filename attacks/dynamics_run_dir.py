@@ -259,8 +259,9 @@ def score_run_dir(
     truth_rows, truth = _secret_truth(run_dir, prediction, "gravity")
     G = truth.size
     consistent = np.ones(G, dtype=bool)  # every row of the group has the group's gravity
-    np.logical_and.at(consistent, inv, np.isclose(truth_rows, truth[inv]))
-    correct = int(np.sum(np.isclose(prediction["guess"], truth)))
+    np.logical_and.at(consistent, inv, truth_rows == truth[inv])
+    # exact: a guess is a candidate; np.isclose's rtol 1e-5 counted 9.8 for 9.800000001 (acc 1.0)
+    correct = int(np.sum(prediction["guess"] == truth))
     return prediction_result(
         "dynamics-transcript",
         prediction,
@@ -466,7 +467,7 @@ def score_private_param_run(
     reports of any attacked agent and eps the per-report epsilon (sequential composition)."""
     t0 = time.perf_counter()
     _, truth = _secret_truth(run_dir, prediction, "value")
-    correct = int(np.sum(np.isclose(prediction["guess"], truth, rtol=0.0, atol=0.0)))
+    correct = int(np.sum(prediction["guess"] == truth))
     return prediction_result(
         "dynamics-private-parameter",
         prediction,

@@ -292,7 +292,7 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
     def score(self, X: np.ndarray, y: np.ndarray, sample_weight: Any = None) -> float:
         """Accuracy of :meth:`predict` on reports ``X`` with true gravities ``y``."""
         pred = self.predict(X)
-        hit = np.isclose(pred, np.asarray(y, dtype=np.float64).reshape(-1)).astype(np.float64)
+        hit = (pred == np.asarray(y, dtype=np.float64).reshape(-1)).astype(np.float64)
         return float(np.average(hit, weights=sample_weight))
 
     def predict_groups(

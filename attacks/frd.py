@@ -284,7 +284,7 @@ def score_run_dir(
         name,
         prediction,
         n=int(truth.size),
-        correct=int(np.sum(np.isclose(prediction["guess"], truth))),
+        correct=int(np.sum(prediction["guess"] == truth)),  # exact: see score_run_dir
         confidence=confidence,
         t0=t0,
         extra={
@@ -296,9 +296,9 @@ def score_run_dir(
             # how often each candidate was guessed: a classifier that learnt nothing guesses
             # one class, and its accuracy is then that gravity's share among the victims
             "guesses": [
-                int(np.sum(np.isclose(prediction["guess"], c))) for c in prediction["candidates"]
+                int(np.sum(prediction["guess"] == c)) for c in prediction["candidates"]
             ],  # fmt: skip
-            "truth_counts": [int(np.sum(np.isclose(truth, c))) for c in prediction["candidates"]],
+            "truth_counts": [int(np.sum(truth == c)) for c in prediction["candidates"]],
         },
     )
 

@@ -226,6 +226,10 @@ def test_run_dir_attack_reads_no_secrets(tmp_path) -> None:
     # true accuracy ~0.80; the bound 0.7 is ~5.6 SE below (false failure < 1e-7).
     assert 0.7 < res.accuracy
     assert not res.violation
+    # a guess is right only when it is the exact candidate: one 1e-9 off (np.isclose's rtol
+    # 1e-5 took 9.8 for 9.800000001, a CartPole run read accuracy 1.000) is wrong
+    off = dict(pred, guess=pred["guess"] * (1 + 1e-9))
+    assert score_run_dir(tmp_path, off).accuracy == 0.0
 
 
 def _linear_world(theta, gravity, rng, alpha=0.0):

@@ -218,6 +218,7 @@ if "TestEmptyObs-v0" not in gym.registry:
     ("kwargs", "match"),
     [
         ({"env_id": "NoSuchEnv-v0"}, "unknown Gymnasium environment id 'NoSuchEnv-v0'"),
+        ({"env_id": "my_mod:MyEnv-v0"}, "give it as --env-module my_mod --env MyEnv-v0"),
         ({"env_id": "Pendulum-v1", "private_param": "g"}, "not supported yet"),
         ({"env_id": "TestEmptyObs-v0", "private_param": "length"}, r"Box\(.*\(0,\).*at least one"),
         ({"private_param": "LINK_MASS_9"}, "'LINK_MASS_9' is not an attribute of AcrobotEnv"),
@@ -493,6 +494,13 @@ def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
     assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "7",
                  "--env-module", "my_test_envs", "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["n"] == 12
+    # audit reads the config too: it takes --env-module (it named the option and had none,
+    # so a user env's run could not be audited); this run's epsilon is inf: nothing to audit
+    monkeypatch.delitem(sys.modules, "my_test_envs")
+    assert main(["audit", "--run-dir", str(run)]) == 2
+    assert "--env-module my_test_envs" in capsys.readouterr().err
+    assert main(["audit", "--run-dir", str(run), "--env-module", "my_test_envs"]) == 2
+    assert "nothing to audit" in capsys.readouterr().err
 
 
 def test_attack_ceiling_composes_an_agents_reports(tmp_path) -> None:

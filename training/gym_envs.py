@@ -330,6 +330,12 @@ def _check_private_param(
         raise InvalidParameterError(f"env must be a Gymnasium environment id, got {env_id!r}")
     if not isinstance(name, str) or not name:
         raise InvalidParameterError(f"private parameter name must be a string, got {name!r}")
+    mod, colon, short = env_id.partition(":")
+    if colon:  # gym.make would import mod: a run directory records a module, never imports it
+        raise InvalidParameterError(
+            f"env {env_id!r} names a module (gym.make's 'module:Id' form): give it as "
+            f"--env-module {mod} --env {short} (env_module=, env_id= in Python)"
+        )
     try:
         spec = gym.spec(env_id)
     except gym.error.Error as exc:

@@ -227,6 +227,12 @@ def register(subparsers: Any) -> None:
         no_progress="no progress bar (none is drawn anyway when stderr is not a terminal)",
         overwrite="--run-dir: replace the run's earlier audit.json",
     )
+    p.add_argument(
+        "--env-module",
+        metavar="MODULE",
+        help="with --run-dir of a run on your own Gymnasium env: import this module first (its "
+        "config names the env; a run directory never makes the auditor import code by itself)",
+    )
     evidence_args(p)  # --run-dir is verified against its manifest before its config is read
     add_flags(p, json="print the AuditResult as JSON")
     p.set_defaults(func=run)
@@ -411,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "--mechanism is required (or --run-dir RUN to audit what a run released through)"
         )
-    evidence = ("overwrite", "expect_head", "expect_root", "allow_unverified")
+    evidence = ("overwrite", "expect_head", "expect_root", "allow_unverified", "env_module")
     run_dir_only(args, evidence, "to --run-dir (a run's evidence)")
     mechanism = build_mechanism(args)
     if args.exact:  # its probe draws 20,000 outputs of each input at once: refused before work
@@ -506,4 +512,8 @@ def _run_dir(args: argparse.Namespace) -> int:
             "which mechanisms it released through (--run-dir takes the audit's own options, "
             "--overwrite and --json)"
         )
+    if args.env_module is not None:  # named by the user, never by the run directory
+        from ldp_audit.training.gym_envs import import_env_module
+
+        import_env_module(args.env_module)
     return audit_run_dir(args)
