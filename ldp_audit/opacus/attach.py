@@ -37,6 +37,15 @@ __all__ = ["CanaryAudit", "read_claim"]
 #: the per-update fields the hooks record (``_rows``), in the transcript's order and dtypes
 _ROWS = (("batch_size", np.int64), ("charged", bool), ("noise_multiplier", np.float64),
          ("max_grad_norm", np.float64), ("expected_batch_size", np.float64))  # fmt: skip
+#: the recorder's arrays of the released noise per update and tensor, copied to the transcript
+NOISE_ARRAYS = (
+    "noise_sq",
+    "noise_sketch",
+    "noise_shift",
+    "noise_shift_at",
+    "noise_data",
+    "noise_grain",
+)
 
 
 class CanaryAudit:
@@ -542,17 +551,7 @@ class CanaryAudit:
             if self.embedded
             else rec["canary_projection"] * self._unit * np.asarray(self._accs, float)[:, None],
             **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
-            **{
-                k: rec[k]
-                for k in (
-                    "noise_sq",
-                    "noise_sketch",
-                    "noise_shift",
-                    "noise_shift_at",
-                    "noise_data",
-                    "noise_grain",
-                )
-            },
+            **{k: rec[k] for k in NOISE_ARRAYS},
         }
         if not self.embedded:
             out["update_index"] = np.arange(T, dtype=np.int64)
