@@ -493,3 +493,16 @@ def test_what_only_an_external_anchor_catches(run: Path, tmp_path: Path) -> None
     assert main(["budget", str(run), "--verify"]) == 0
     assert main(["budget", str(run), "--verify", "--expect-head", res.ledger["chain_head"]]) == 0
     assert main(["budget", str(run), "--verify", "--expect-root", res.root]) == 2
+
+
+def test_a_folder_at_the_journal_path_is_named(run: Path, capsys: pytest.CaptureFixture) -> None:
+    """A folder at ``ledger.sqlite-journal`` (the docs' tamper list: 'exit 2 naming the file')
+    made SQLite fail with a bare "disk I/O error" naming only ledger.sqlite: the refusal now
+    names the journal path and what to do, for a reader, a writer and the CLI."""
+    (run / "ledger.sqlite-journal").mkdir()
+    for readonly in (True, False):
+        with pytest.raises(LedgerError, match=r"ledger\.sqlite-journal' is not a file.*remove it"):
+            Ledger(run / "ledger.sqlite", readonly=readonly)
+    capsys.readouterr()
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert "ledger.sqlite-journal' is not a file" in capsys.readouterr().err

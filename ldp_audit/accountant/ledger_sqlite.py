@@ -337,6 +337,12 @@ class SqliteStore(RowStore):
                 f"ledger path {self.path!r} is not a regular file (a FIFO, socket or "
                 f"device); refusing to open it"
             )
+        j = Path(f"{self.path}-journal")
+        if j.exists() and not j.is_file():  # SQLite says only "disk I/O error"
+            raise LedgerError(
+                f"{str(j)!r} is not a file (a folder or device): SQLite cannot use it as the "
+                f"ledger's rollback journal and no writer makes one; remove it"
+            )
         try:
             with open(p, "rb") as fh:
                 head = fh.read(len(_SQLITE_MAGIC))
