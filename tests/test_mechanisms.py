@@ -335,3 +335,22 @@ def test_import_mechanisms_is_lazy():
     # average 11 (was 2.5 s with numba and scipy.stats); a wall-clock bound is only a guard
     # against a gross regression here, not a benchmark
     assert float(dt) < 5.0
+
+
+def test_an_item_mechanism_without_its_loss_cannot_be_built():
+    """ItemMechanism's loss hook is abstract: a subclass that forgets it fails at construction,
+    not with a bare NotImplementedError in the middle of an audit."""
+    from ldp_audit.mechanisms.frequency import ItemMechanism
+
+    class NoLoss(ItemMechanism):
+        epsilon, k = 1.0, 4
+
+        def privatize(self, x, rng):
+            return np.asarray(x)
+
+    with pytest.raises(TypeError, match="_item_loss"):
+        NoLoss()
+    assert not any(
+        getattr(c, "__abstractmethods__", None)
+        for c in (m.DBitFlipPM, m.Loloha, m.MemoisedRappor, m.RandomizedResponse)
+    )

@@ -150,9 +150,9 @@ class ItemMechanism(Mechanism):
         """Validated reports (here (n, k) bits; a mechanism with other reports overrides it)."""
         return check_bits(y, self.k, name)
 
+    @abc.abstractmethod
     def _item_loss(self, a: np.ndarray, v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
         """The exact loss of each validated report ``a`` between its items v1 and v2 (n,)."""
-        raise NotImplementedError
 
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         """Exact ``log P(y | x) - log P(y | x2)`` per report (0 where the two items are equal):

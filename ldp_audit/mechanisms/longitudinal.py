@@ -52,7 +52,6 @@ from ldp_audit.mechanisms.frequency import (
     item_pairs,
     items_rng,
     one_item,
-    pair_items,
 )
 from ldp_audit.mechanisms.olh import SEED_RANGE, olh_hash
 from ldp_audit.mechanisms.rappor import BasicRappor
@@ -269,17 +268,19 @@ class DBitFlipPM(_Longitudinal):
         own = js == self.bucket(np.int64(item))
         return ((2 * bits - 1) * own[:, None, :]).sum(axis=(1, 2)).astype(np.float64)
 
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
-        """Exact loss of the memoised reports (all copies must agree: a differing copy has
-        probability 0 under memoisation, which is refused)."""
-        js, bits = self._split(y, "y")
+    def _check_reports(self, y: Any, name: str) -> np.ndarray:
+        """(n, 2d): the sampled buckets and the one copy of their bits (all copies must agree:
+        a differing copy has probability 0 under memoisation, which is refused)."""
+        js, bits = self._split(y, name)
         if not np.all(bits == bits[:, :1, :]):
             raise InvalidParameterError(
-                "y's reports differ within a row: impossible for memoised dBitFlipPM"
+                f"{name}'s reports differ within a row: impossible for memoised dBitFlipPM"
             )
-        n = js.shape[0]
-        v1, v2 = pair_items(x, x2, n, self.k)
-        sign = 2 * bits[:, 0, :] - 1
+        return np.hstack([js, bits[:, 0, :]])
+
+    def _item_loss(self, a: np.ndarray, v1: np.ndarray, v2: np.ndarray) -> np.ndarray:
+        """eps/2 per sampled bucket of v1 or v2, signed by its bit."""
+        js, sign = a[:, : self.d], 2 * a[:, self.d :] - 1
         own1 = js == self.bucket(v1)[:, None]
         own2 = js == self.bucket(v2)[:, None]
         return (self.epsilon / 2.0) * (sign * (own1.astype(np.int64) - own2)).sum(axis=1)
