@@ -24,22 +24,11 @@ import pytest
 from ldp_audit.cli import main
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir import RunDir, require_verified, verify_run, write_artifact
-from tests.test_evidence_analyses import VIOLATION, _make_run
+from tests import test_evidence_analyses as analyses
 from tests.test_report_fixtures import GOOD_ATTACK
 
-
-@pytest.fixture
-def run(tmp_path: Path) -> Path:
-    """A small finished toy run with a sealed audit that finds a violation."""
-    path = _make_run(tmp_path / "run")
-    write_artifact(path, "audit.json", [VIOLATION])
-    return path
-
-
-def _forge_audit(run: Path) -> None:
-    doc = json.loads((run / "audit.json").read_text())
-    doc[0].update(violation=False, epsilon_lower_bound=3.1)
-    (run / "audit.json").write_text(json.dumps(doc))
+run = analyses.run  # the fixture: a small finished toy run with a sealed audit finding a violation
+_forge_audit = analyses._edit_audit  # 'violation' set to false and the bound to 3.1
 
 
 # ------------------------------------------------------------------ 1: the bytes checked are read
@@ -96,7 +85,7 @@ def test_report_reads_the_bytes_it_verified(
     assert not (tmp_path / "r" / "index.html").exists()
     monkeypatch.setattr(verify, "require_verified", real)  # unswapped: the real verdict
     (run / "audit.json").unlink()
-    write_artifact(run, "audit.json", [VIOLATION])
+    write_artifact(run, "audit.json", [analyses.VIOLATION])
     assert main(["report", str(run), "-o", str(tmp_path / "r2")]) == 1  # the violation
 
 
