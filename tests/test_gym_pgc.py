@@ -219,7 +219,6 @@ if "TestEmptyObs-v0" not in gym.registry:
     [
         ({"env_id": "NoSuchEnv-v0"}, "unknown Gymnasium environment id 'NoSuchEnv-v0'"),
         ({"env_id": "my_mod:MyEnv-v0"}, "give it as --env-module my_mod --env MyEnv-v0"),
-        ({"env_id": "Pendulum-v1", "private_param": "g"}, "not supported yet"),
         ({"env_id": "TestEmptyObs-v0", "private_param": "length"}, r"Box\(.*\(0,\).*at least one"),
         ({"private_param": "LINK_MASS_9"}, "'LINK_MASS_9' is not an attribute of AcrobotEnv"),
         ({"private_param": "book_or_nips"}, "'book_or_nips' of AcrobotEnv is not numeric"),

@@ -94,6 +94,8 @@ POSITIVE_PARAMS = {
     "CartPoleEnv": ("gravity", "masscart", "masspole", "length", "force_mag", "tau"),
     "AcrobotEnv": ACROBOT_PARAMS,
     "MountainCarEnv": ("force", "gravity", "max_speed"),
+    "PendulumEnv": ("g", "m", "l", "dt", "max_speed", "max_torque"),
+    "Continuous_MountainCarEnv": ("power", "max_speed"),
 }
 _MISSING = object()  # getattr's default: the attribute is not there
 #: CartPole's quantities derived in its constructor from the ones a user sets.
@@ -150,9 +152,10 @@ class EnvInfo:
     Attributes:
         env_id: the Gymnasium id.
         obs_dim: size of the flattened observation.
-        n_actions: number of discrete actions.
+        n_actions: number of discrete actions (a ``Box``: its number of dimensions).
         max_episode_steps: the spec's time limit (None if it has none).
         native: True where a batched NumPy implementation is used (Acrobot, MountainCar).
+        box: a ``Box`` action space's (low, high), flattened (None: ``Discrete``).
     """
 
     env_id: str
@@ -160,6 +163,7 @@ class EnvInfo:
     n_actions: int
     max_episode_steps: int | None
     native: bool
+    box: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
 
 def import_env_module(env_module: str | None) -> None:
@@ -200,8 +204,15 @@ def _user(env_id: str, what: str, fn: Any, *args: Any) -> Any:
 
 
 def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
+    """``gym.make``; an observation space other than a ``Box`` that Gymnasium can flatten
+    (``Discrete``: one-hot, ``MultiDiscrete``, ``Tuple``, ``Dict``...) through Gymnasium's own
+    ``FlattenObservation`` (one that cannot is refused by :func:`check_private_param`)."""
     kw = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
-    return gym.make(env_id, **kw)
+    env = gym.make(env_id, **kw)
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Box) and space.is_np_flattenable:
+        return gym.wrappers.FlattenObservation(env)
+    return env
 
 
 def _is_native(env_id: str, env: Any, name: str) -> bool:
@@ -252,6 +263,25 @@ def check_candidates(
     if dup:
         raise InvalidParameterError(f"{where}: candidate values must be distinct, {dup} repeated")
     return tuple(out)
+
+
+def _action_box(env_id: str, space: Any) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """None for a ``Discrete`` action space; a ``Box``'s finite (low, high), flattened (the
+    alpha-greedy exploration draws within them); any other space is refused naming it."""
+    if isinstance(space, gym.spaces.Discrete):
+        return None
+    if not isinstance(space, gym.spaces.Box):
+        raise InvalidParameterError(
+            f"env {env_id!r} has action space {space}: only Discrete and Box action spaces "
+            f"are supported ({type(space).__name__} is not yet)"
+        )
+    lo, hi = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
+    if not lo.size or not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        raise InvalidParameterError(
+            f"env {env_id!r} has action space {space}: a Box action space needs finite bounds "
+            "and at least one dimension (the exploration draws actions uniformly within them)"
+        )
+    return tuple(lo.tolist()), tuple(hi.tolist())
 
 
 def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
@@ -349,15 +379,12 @@ def _check_private_param(
         a_space, o_space = _user(
             env_id, "its spaces", lambda: (env.action_space, env.observation_space)
         )
-        if not isinstance(a_space, gym.spaces.Discrete):
-            raise InvalidParameterError(
-                f"env {env_id!r} has action space {a_space}: continuous and other non-Discrete "
-                "action spaces are not supported yet (discrete action spaces only)"
-            )
+        box = _action_box(env_id, a_space)
         if not isinstance(o_space, gym.spaces.Box) or not np.prod(o_space.shape):
             raise InvalidParameterError(
-                f"env {env_id!r} has observation space {o_space}: only Box observations (of at "
-                "least one number: the network reads nothing else) are supported"
+                f"env {env_id!r} has observation space {o_space}: only observations Gymnasium "
+                "can flatten (Box, Discrete, MultiDiscrete, MultiBinary, Tuple and Dict of them) "
+                "to at least one number are supported (the network reads nothing else)"
             )
         u = env.unwrapped
         if (cur := _user(env_id, f"reading {name!r}", getattr, u, name, _MISSING)) is _MISSING:
@@ -386,9 +413,10 @@ def _check_private_param(
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
-            n_actions=int(a_space.n),
+            n_actions=int(a_space.n) if box is None else len(box[0]),
             max_episode_steps=spec.max_episode_steps,
             native=_is_native(env_id, env, name),
+            box=box,
         )
     finally:
         _user(env_id, "close", env.close)
@@ -462,7 +490,9 @@ def _probe_steps(
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
             env.set_param(row, np.array([value]))
-            n = int(env.single_action_space.n)
+            space = env.single_action_space  # a Box: its low, middle and high actions
+            n = 3 if info.box else int(space.n)
+            to_env = (lambda i: np.linspace(*info.box, 3)[i][None]) if info.box else row.__add__
             o = np.asarray(env.reset(seed=[0])[0], np.float64).ravel()
             trace, episode, start = hashlib.sha256(), 0, 0
             _feed(trace, o)
@@ -474,7 +504,7 @@ def _probe_steps(
                     action = (n - 1) * int(o[coord] > 0)
                 else:
                     action = int(rng.integers(n))
-                obs, r, term, trunc, _ = env.step(row + action)
+                obs, r, term, trunc, _ = env.step(to_env(action))
                 o = np.asarray(obs, np.float64).ravel()
                 _feed(trace, o, r, term, trunc)
                 if term or trunc or k + 1 - start >= cap:
@@ -732,7 +762,12 @@ class SyncParamVectorEnv(ParamVectorEnv):
         for k in (*_SPACES, "metadata"):
             setattr(self, k, getattr(self.inner, k))
         self.param, self.env_id = param, env_id
-        self.first = int(self.single_action_space.start)  # Discrete(n, start): start + index
+        space = self.single_action_space
+        if isinstance(space, gym.spaces.Box):  # clipped to the bounds, as SB3 and CleanRL do
+            self._to_env = lambda a: np.clip(a, space.low.ravel(), space.high.ravel()).reshape(
+                n, *space.shape).astype(space.dtype)  # fmt: skip
+        else:  # Discrete(n, start): start + index
+            self._to_env = lambda a: int(space.start) + np.asarray(a, dtype=np.int64)
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
         self.values = np.full(n, np.nan)
 
@@ -777,7 +812,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         obs, rew, term, trunc, info = self._call(
-            "step", self.inner.step, self.first + np.asarray(actions, dtype=np.int64)
+            "step", self.inner.step, self._to_env(np.asarray(actions))
         )
         return obs, np.asarray(rew, float), np.asarray(term, bool), np.asarray(trunc, bool), info
 

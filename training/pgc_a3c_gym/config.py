@@ -36,7 +36,8 @@ class GymPgcConfig(SharedFields):
     """
 
     env_id: str
-    """Gymnasium id (a discrete action space, a Box observation)."""
+    """Gymnasium id (a ``Discrete`` or bounded ``Box`` action space; any observation Gymnasium
+    can flatten)."""
     private_param: str
     """The attribute of ``env.unwrapped`` that is each agent's secret."""
     values: Sequence[float]
@@ -95,7 +96,7 @@ class GymPgcConfig(SharedFields):
     @property
     def network(self) -> Network:
         """The network sized from the spaces."""
-        return Network(self.info.obs_dim, self.info.n_actions, self.hidden)
+        return Network(self.info.obs_dim, self.info.n_actions, self.hidden, self.info.box)
 
     @property
     def steps(self) -> int:

@@ -63,13 +63,13 @@ class Engine:
         self.snap_idx = np.zeros(k, dtype=np.int64)
         self.t = np.zeros(self.R, dtype=np.int64)
         self.obs = np.zeros((self.R, self.steps + 1, self.net.obs_dim))
-        self.act = np.zeros((self.R, self.steps), dtype=np.int64)
+        self.act = self.net.actions(self.R, self.steps)
         self.rew = np.zeros((self.R, self.steps))
         # per-submission batches in the order of run_dir.stack_records (the secrets last)
         self.rec: dict[str, list[np.ndarray]] = {
             k: [] for k in (*TRANSCRIPT_KEYS[:-1], "value", "gradient")
         }
-        self.ublock = np.zeros((self.R, BLOCK))
+        self.ublock = np.zeros((self.R, BLOCK, self.net.draws))
         self.upos = BLOCK
 
     # -------------------------------------------------------------------------------- helpers
@@ -113,7 +113,8 @@ class Engine:
         if self.upos == BLOCK:
             n = self.cfg.n_agents
             for tr in range(self.cfg.trials):
-                self.ublock[tr * n : (tr + 1) * n] = self.streams[tr].act.random((BLOCK, n)).T
+                u = self.streams[tr].act.random((BLOCK, n, self.net.draws))
+                self.ublock[tr * n : (tr + 1) * n] = u.transpose(1, 0, 2)
             self.upos = 0
         u = self.ublock[:, self.upos]
         self.upos += 1

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.signal import lfilter
-from scipy.special import log_softmax, softmax
+from scipy.special import log_softmax, ndtri, softmax
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import SyncParamVectorEnv, make_param_vector_env
@@ -35,40 +35,83 @@ __all__ = [
 SEED_BOUND = 2**63 - 1  # reset seeds are drawn below this
 
 
+#: The range a Gaussian head's log standard deviation is used in (as SAC's implementations
+#: clamp it; outside it the parameter gets no gradient): std in [2e-9, 7.4], never 0 or inf.
+LOG_STD_RANGE = (-20.0, 2.0)
+
+
 @dataclass(frozen=True)
 class Network:
-    """The paper's network sized from the spaces (no biases)."""
+    """The paper's network sized from the spaces (no biases). ``box``: a ``Box`` action space's
+    (low, high) bounds, flattened (None: ``Discrete``); its head is a diagonal Gaussian, the
+    mean ``theta_p h`` and one learned log-std per action dimension packed last."""
 
     obs_dim: int
     n_actions: int
     hidden: int = 16
+    box: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
     @property
     def dim(self) -> int:
-        """d = hidden (obs_dim + n_actions + 1)."""
-        return self.hidden * (self.obs_dim + self.n_actions + 1)
+        """d = hidden (obs_dim + n_actions + 1) (+ n_actions log-stds for a Box)."""
+        return self.hidden * (self.obs_dim + self.n_actions + 1) + self.n_actions * self.continuous
+
+    @property
+    def continuous(self) -> bool:
+        """A Gaussian head (a ``Box`` action space)."""
+        return self.box is not None
+
+    @property
+    def draws(self) -> int:
+        """Uniforms per agent-step: one (explore or not), plus one per action dimension (the
+        uniform exploration or the Gaussian's sample) for a Box."""
+        return 1 + self.n_actions * self.continuous
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
-        """Glorot-uniform parameters (d,) (TensorFlow's default, as the CartPole engine)."""
-        return glorot_uniform(check_rng(rng), self.obs_dim, self.n_actions, self.hidden)
+        """Glorot-uniform parameters (d,) (TensorFlow's default, as the CartPole engine); a
+        Gaussian head's log-stds start at 0 (std 1)."""
+        g = glorot_uniform(check_rng(rng), self.obs_dim, self.n_actions, self.hidden)
+        return np.concatenate([g, np.zeros(self.dim - g.size)])
 
     def check(self, theta: Any, name: str = "theta") -> np.ndarray:
         """``theta`` as a C-contiguous (B, d) float64 batch of finite values ((d,): one row)."""
         return check_params(theta, self.dim, name)
 
+    def actions(self, *shape: int) -> np.ndarray:
+        """A zero buffer of actions: indices, or vectors (trailing n_actions) for a Box."""
+        if self.continuous:
+            return np.zeros((*shape, self.n_actions))
+        return np.zeros(shape, dtype=np.int64)
+
+    def split(self, theta: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Views theta_c (B, H, O), theta_p (B, A, H), theta_v (B, H) and the log-stds (B, A)
+        (empty for a Discrete head)."""
+        base = theta.shape[1] - self.n_actions * self.continuous
+        views = unpack_views(theta[:, :base], self.obs_dim, self.n_actions, self.hidden)
+        return (*views, theta[:, base:])
+
     def logits(self, theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
-        """Logits (B, A) of one observation per row (theta (B, d), obs (B, O))."""
-        wc, wp, _ = unpack_views(theta, self.obs_dim, self.n_actions, self.hidden)
+        """Logits (B, A) of one observation per row (theta (B, d), obs (B, O)); a Gaussian
+        head's means."""
+        wc, wp, _, _ = self.split(theta)
         h = np.maximum(np.einsum("bho,bo->bh", wc, obs), 0.0)
         return np.einsum("bah,bh->ba", wp, h)
 
     def act(
         self, theta: np.ndarray, obs: np.ndarray, u: np.ndarray, alpha: np.ndarray, sample: bool
     ) -> np.ndarray:
-        """The alpha-greedy action of each row from one uniform per row (see the module)."""
+        """The alpha-greedy action of each row from ``draws`` uniforms per row (B, draws) (see
+        the module); a Box: explore uniformly within the bounds, else the mean (or, ``sample``,
+        mean + std N^-1(u)), not clipped (the env's step clips it, as SB3 and CleanRL do)."""
         z = self.logits(theta, obs)
-        a_n = self.n_actions
-        explore = u < alpha
+        u, a_n = u.reshape(len(z), self.draws), self.n_actions
+        explore, v = u[:, 0] < alpha, u[:, 1:]
+        if self.continuous:
+            lo, hi = np.asarray(self.box)
+            std = np.exp(np.clip(self.split(theta)[3], *LOG_STD_RANGE))
+            greedy = z + std * ndtri(np.maximum(v, 1e-300)) if sample else z
+            return np.where(explore[:, None], lo + v * (hi - lo), greedy)
+        u = u[:, 0]
         safe_alpha = np.where(alpha > 0, alpha, 1.0)
         rand_a = np.minimum((u / safe_alpha * a_n).astype(np.int64), a_n - 1)
         if sample:
@@ -109,18 +152,21 @@ def loss_gradients(
         actions: (M, L) actions; rewards: (M, L).
         lengths: (M,) T_m >= 1 actions taken.
         bootstrap: (M,) True where the episode was cut (use V(s_T)), False if it terminated.
+        A ``Box`` head (``net.box``): actions (M, L, A) as taken (unclipped), the policy term
+        -A_t log N(a_t; mu_t, std^2) - beta H (H = sum log std + const): d/dmu = -A_t (a_t -
+        mu_t) / std^2, d/dlog std = sum_t -A_t ((a_t - mu_t)^2 / std^2 - 1) - beta.
         gamma: one discount for every row; lam, beta: one number, or one per row.
 
     Returns:
         (M, d) gradients.
     """
     theta = net.check(theta)
-    m, big_l = np.shape(actions)
+    m, big_l = np.shape(actions)[:2]
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
         raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
-    obs_dim, n_actions, hidden = net.obs_dim, net.n_actions, net.hidden
-    wc, wp, wv = unpack_views(theta, obs_dim, n_actions, hidden)
+    n_actions = net.n_actions
+    wc, wp, wv, log_std = net.split(theta)
     s = np.ascontiguousarray(obs, dtype=np.float64)
     pre = np.matmul(s, wc.transpose(0, 2, 1))  # (M, L+1, H)
     h = np.maximum(pre, 0.0)
@@ -137,16 +183,25 @@ def loss_gradients(
     v_hat = lfilter([1.0], [1.0, -g], r[:, ::-1], axis=1)[:, ::-1]
     v_hat = v_hat + g ** np.maximum(lengths[:, None] - steps[None, :], 0) * v_last[:, None]
     adv = v_hat - v[:, :big_l]
-    logp = log_softmax(z[:, :big_l], axis=2)
-    pi = np.exp(logp)
-    ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
-    a_idx = np.asarray(actions, dtype=np.int64)
-    onehot = (a_idx[:, :, None] == np.arange(n_actions)).astype(np.float64)
     if np.ndim(beta):  # one per row
         beta = np.asarray(beta, dtype=np.float64)[:, None, None]
     if np.ndim(lam):
         lam = np.asarray(lam, dtype=np.float64)[:, None]
-    dz = -adv[:, :, None] * (onehot - pi) + beta * pi * (logp + ent)  # eq. 16
+    if net.continuous:  # log N(a; mu, std^2), entropy sum(log std) + const
+        ls = np.clip(log_std, *LOG_STD_RANGE)[:, None, :]
+        diff, inv_var = np.asarray(actions, dtype=np.float64) - z[:, :big_l], np.exp(-2.0 * ls)
+        dz = -adv[:, :, None] * diff * inv_var  # d/d mu
+        d_ls = -adv[:, :, None] * (diff * diff * inv_var - 1.0) - beta
+        inside = (log_std >= LOG_STD_RANGE[0]) & (log_std <= LOG_STD_RANGE[1])
+        g_ls = np.where(valid[:, :, None], d_ls, 0.0).sum(axis=1) * inside
+    else:
+        logp = log_softmax(z[:, :big_l], axis=2)
+        pi = np.exp(logp)
+        ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
+        a_idx = np.asarray(actions, dtype=np.int64)
+        onehot = (a_idx[:, :, None] == np.arange(n_actions)).astype(np.float64)
+        dz = -adv[:, :, None] * (onehot - pi) + beta * pi * (logp + ent)  # eq. 16
+        g_ls = log_std  # (M, 0)
     dz = np.where(valid[:, :, None], dz, 0.0)
     dv = np.where(valid, -2.0 * lam * adv, 0.0)  # eq. 17 x lambda
     ht = h[:, :big_l]
@@ -155,7 +210,7 @@ def loss_gradients(
     dh = np.matmul(dz, wp) + dv[:, :, None] * wv[:, None, :]  # (M, L, H)
     dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
     g_wc = np.matmul(dpre.transpose(0, 2, 1), s[:, :big_l])  # (M, H, O)
-    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
+    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv, g_ls], axis=1)
 
 
 # ==============================================================================================
@@ -173,7 +228,8 @@ def rollout(
     """Play one episode per row (theta (B, d), private value (B,)), all rows in lock-step.
 
     Returns:
-        obs (B, L+1, O), actions (B, L), rewards (B, L), lengths (B,), bootstrap (B,), score (B,).
+        obs (B, L+1, O), actions (B, L) (a Box: (B, L, A)), rewards (B, L), lengths (B,),
+        bootstrap (B,), score (B,).
     """
     rng = check_rng(rng)
     net = cfg.network
@@ -187,7 +243,7 @@ def rollout(
         env.set_param(np.arange(b), vals)
         o, _ = env.reset(seed=rng.integers(0, SEED_BOUND, size=b).tolist())
         obs = np.zeros((b, steps + 1, net.obs_dim))
-        acts = np.zeros((b, steps), dtype=np.int64)
+        acts = net.actions(b, steps)
         rews = np.zeros((b, steps))
         lengths = np.full(b, steps, dtype=np.int64)
         boot = np.ones(b, dtype=bool)
@@ -195,7 +251,7 @@ def rollout(
         cur = np.asarray(o, dtype=np.float64).reshape(b, -1)
         sample = cfg.acting == "sample"
         for t in range(steps):
-            u = rng.random(b)
+            u = rng.random((b, net.draws))
             a = net.act(th, cur, u, alpha_b, sample)
             obs[alive, t] = cur[alive]
             acts[alive, t] = a[alive]

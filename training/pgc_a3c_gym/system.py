@@ -17,11 +17,11 @@ __all__ = ["GYM_PGC"]
 
 GYM_PGC = SystemSpec(
     name="pgc-a3c-gym",
-    summary="PGC-A3C on any Gymnasium env with a discrete action space, one private parameter "
-    "per agent (train pgc-a3c --env ENV --private-param NAME=V1,V2,...)",
+    summary="PGC-A3C on any Gymnasium env with a Discrete or Box action space, one private "
+    "parameter per agent (train pgc-a3c --env ENV --private-param NAME=V1,V2,...)",
     config="ldp_audit.training.pgc_a3c_gym.config:GymPgcConfig",
     trainer="ldp_audit.training.pgc_a3c_gym.trainer:_system_train",
-    schema=PGC_SCHEMA,  # the PGC-A3C layout (d = hidden (obs + actions + 1))
+    schema=PGC_SCHEMA,  # the PGC-A3C layout (d = hidden (obs + actions + 1) [+ actions])
     targets="ldp_audit.training.pgc_a3c_gym.trainer:_system_targets",
     charges="ldp_audit.training.systems:pgc_charges",  # one charge of <trial>/<agent> a report
     attacks={"dynamics": "ldp_audit.attacks.dynamics_run_dir:private_param_dynamics"},

@@ -1,4 +1,4 @@
-"""PGC-A3C on any Gymnasium environment with a discrete action space and a private parameter.
+"""PGC-A3C on any Gymnasium environment (Discrete or Box actions) with a private parameter.
 
 The generic path of ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=V1,V2,...``
 (docs/gymnasium.md). It is Ono & Takahashi's (2020) Algorithms 1-3 exactly as
@@ -12,7 +12,10 @@ The generic path of ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=
 - **the network**, sized from the spaces: the paper's two-layer net without biases,
   ``h = ReLU(theta_c s)`` (hidden x obs_dim), logits ``theta_p h`` (n_actions x hidden),
   value ``theta_v h``; packed ``[theta_c, theta_p, theta_v]``, d = hidden (obs_dim +
-  n_actions + 1), Glorot-uniform;
+  n_actions + 1), Glorot-uniform; a ``Box`` action space (n_actions its dimensions) gets a
+  diagonal-Gaussian head: the mean ``theta_p h`` and one learned log-std per dimension packed
+  last (d + n_actions, starting at 0); an observation other than a ``Box`` goes through
+  Gymnasium's ``FlattenObservation`` (``Discrete``: one-hot);
 - **the episode loss** (eqs. 15-18) over ``n_actions`` actions, by hand in NumPy (checked
   against torch autograd in tests/test_gym_pgc.py; the same function,
   ``ldp_audit.training.pgc_a3c_gym.model.loss_gradients``, is the reference the CartPole
@@ -23,7 +26,10 @@ The generic path of ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=
 
 Acting: one uniform u per agent-step; explore iff u < alpha (then the action is
 ``floor(u / alpha * n_actions)``), else argmax pi (ties to the lowest index) or, with
-``acting="sample"``, the inverse CDF of pi at ``(u - alpha) / (1 - alpha)``; alpha =
+``acting="sample"``, the inverse CDF of pi at ``(u - alpha) / (1 - alpha)``. A ``Box``: one
+more uniform per dimension; explore: ``low + u (high - low)``, else the mean (``sample``: mean +
+std N^-1(u)); the env is sent the action clipped to the bounds, the loss sees it unclipped (as
+Stable-Baselines3 and CleanRL do). alpha =
 max(0, alpha_start - n / alpha_decay) with n the trial's submissions so far.
 
 Privacy: every report goes through :func:`ldp_audit.training.pgc_a3c.privacy.privatize_reports`,

@@ -1,0 +1,225 @@
+"""PGC-A3C on Gymnasium envs with a Box action space (a diagonal-Gaussian head) or an observation
+Gymnasium flattens (Discrete: one-hot), and the refusal of the spaces still unsupported
+(training/pgc_a3c_gym/model.py, training/gym_envs.py; docs/gymnasium.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
+
+from ldp_audit.cli import main
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.gym_envs import check_private_param, make_param_vector_env
+from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
+from ldp_audit.training.pgc_a3c_gym.model import LOG_STD_RANGE, Network, loss_gradients
+from ldp_audit.training.pgc_a3c_gym.trainer import train
+
+
+def _torch_gaussian_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta):
+    """The printed loss of one episode with a Gaussian head, -A_t log N(a_t; mu_t, std^2) -
+    beta H + lambda (V_hat - V)^2, differentiated by torch autograd (log-std clamped to
+    LOG_STD_RANGE as the model does)."""
+    import torch
+
+    th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
+    h_, o_, a_ = net.hidden, net.obs_dim, net.n_actions
+    wc = th[: h_ * o_].reshape(h_, o_)
+    wp = th[h_ * o_ : h_ * o_ + a_ * h_].reshape(a_, h_)
+    wv = th[h_ * o_ + a_ * h_ : h_ * (o_ + a_ + 1)]
+    log_std = th[h_ * (o_ + a_ + 1) :].clamp(*LOG_STD_RANGE)
+    T = int(steps)
+    s = torch.tensor(np.asarray(obs[: T + 1], dtype=np.float64))
+    h = torch.relu(s @ wc.T)
+    mu, v = h @ wp.T, h @ wv
+    with torch.no_grad():
+        boot_v = v[T] if boot else torch.tensor(0.0, dtype=torch.float64)
+        vhat = torch.zeros(T, dtype=torch.float64)
+        for t in range(T):
+            vhat[t] = (
+                sum(gamma ** (j - t) * rew[j] for j in range(t, T)) + gamma ** (T - t) * boot_v
+            )
+        adv = vhat - v[:T]
+    dist = torch.distributions.Normal(mu[:T], log_std.exp())
+    logp = dist.log_prob(torch.tensor(np.asarray(acts[:T], dtype=np.float64))).sum(1)
+    ent = dist.entropy().sum(1)
+    lp = -(logp * adv).sum() - beta * ent.sum()
+    lv = ((vhat - v[:T]) ** 2).sum()
+    (lp + lam * lv).backward()
+    return th.grad.numpy()
+
+
+def test_gaussian_gradient_matches_torch_autograd() -> None:
+    """The Box head's gradient (mean and log-std) in the one vectorised loss, against torch; a
+    log-std outside LOG_STD_RANGE gets none (clamped)."""
+    pytest.importorskip("torch")
+    net = Network(obs_dim=5, n_actions=2, hidden=4, box=((-2.0, -1.0), (2.0, 1.0)))
+    assert net.dim == 4 * (5 + 2 + 1) + 2 and net.draws == 3
+    rng = np.random.default_rng(7)
+    m, L = 4, 6
+    theta = rng.normal(size=(m, net.dim))
+    theta[2, -1] = -25.0  # below the clamp: no gradient for it
+    obs = rng.normal(size=(m, L + 1, 5))
+    acts = rng.normal(size=(m, L, 2))
+    rew = rng.normal(size=(m, L))
+    lengths = np.array([6, 2, 1, 4])
+    boot = np.array([True, False, True, False])
+    g = loss_gradients(net, theta, obs, acts, rew, lengths, boot, gamma=0.9, lam=0.5, beta=0.01)
+    assert g[2, -1] == 0.0 and np.all(g[[0, 1, 3], -2:] != 0.0)
+    for i in range(m):
+        ref = _torch_gaussian_gradient(net, theta[i], obs[i], acts[i], rew[i], lengths[i],
+                                       boot[i], gamma=0.9, lam=0.5, beta=0.01)  # fmt: skip
+        np.testing.assert_allclose(g[i], ref, rtol=1e-9, atol=1e-12)
+
+
+def test_box_actions_explore_within_the_bounds_and_are_clipped_at_the_env() -> None:
+    """Acting: an explored action is uniform within the Box's bounds; the mean (argmax acting)
+    may lie outside and is sent to the env clipped (Pendulum: a torque of 100 steps as 2)."""
+    net = Network(obs_dim=3, n_actions=1, hidden=4, box=((-2.0,), (2.0,)))
+    theta = np.tile(net.init(np.random.default_rng(0)), (3, 1))
+    theta[:, 4 * 3 : 4 * 3 + 4] = 50.0  # a large mean
+    obs = np.ones((3, 3))
+    u = np.array([[0.1, 0.0], [0.1, 0.75], [0.9, 0.3]])  # rows 0, 1 explore (alpha 0.5)
+    a = net.act(theta, obs, u, np.full(3, 0.5), sample=False)
+    np.testing.assert_allclose(a[:2, 0], [-2.0, 1.0])
+    assert a[2, 0] > 2.0  # the mean, unclipped: the log-prob is of the action taken
+    info, _ = check_private_param("Pendulum-v1", "g", [5.0, 10.0])
+    assert info.box == ((-2.0,), (2.0,)) and info.n_actions == 1
+    env = make_param_vector_env(info, "g", 2)
+    env.set_param(np.arange(2), np.array([10.0, 10.0]))
+    env.reset(seed=[3, 3])
+    obs, *_ = env.step(np.array([[100.0], [2.0]]))
+    env.close()
+    np.testing.assert_array_equal(obs[0], obs[1])
+
+
+def _ledger_and_noise(tmp_path, env_id: str, name: str, values: tuple) -> tuple:
+    cfg = GymPgcConfig(env_id=env_id, private_param=name, values=values, mechanism="laplace",
+                       epsilon=1.0, rounds=2, n_agents=3, max_submissions=12,
+                       episode_steps=30)  # fmt: skip
+    run = tmp_path / env_id
+    train(cfg, seed=4, run_dir=run)
+    from ldp_audit.accountant.ledger import Ledger
+
+    states = Ledger(str(run / "ledger.sqlite")).states()
+    tr, sec = np.load(run / "transcript.npz"), np.load(run / "secrets.npz")
+    mech = cfg.make_mechanism()
+    noise = tr["report"] - mech.clip_rows(sec["gradient"])
+    events = sorted({e for st in states.values() for e, _ in st.history()})
+    return cfg, sum(st.n for st in states.values()), events, noise, mech.scale
+
+
+def test_box_reports_are_charged_and_noised_as_discrete_ones(tmp_path) -> None:
+    """A Box-action env (Pendulum's g) and a Discrete one (MountainCar's force), the same
+    privacy settings: every report charged once with the same event (epsilon / rounds each),
+    and released as clip(gradient) + Laplace(C / (epsilon / rounds)) noise. The noise's mean
+    absolute value is b within 6 b / sqrt(n) (n >= 12 x 65 Laplace draws; |Lap(b)| has mean b,
+    sd b: a false failure has probability < 1e-8 by the normal approximation; fixed seed)."""
+    out = [
+        _ledger_and_noise(tmp_path, "Pendulum-v1", "g", (5.0, 20.0)),
+        _ledger_and_noise(tmp_path, "MountainCarContinuous-v0", "power", (0.001, 0.003)),
+        _ledger_and_noise(tmp_path, "MountainCar-v0", "force", (0.0005, 0.002)),
+    ]
+    assert [cfg.network.continuous for cfg, *_ in out] == [True, True, False]
+    (_, n0, ev0, _, b0) = out[0]
+    for _cfg, n, events, noise, b in out:
+        assert n == noise.shape[0] == 12 and events == ev0 and b == b0
+        assert abs(np.abs(noise).mean() / b - 1.0) < 6.0 / math.sqrt(noise.size)
+
+
+class SlipLake(FrozenLakeEnv):
+    """FrozenLake (4x4, not slippery) whose action is replaced by a random one (drawn from the
+    env's seeded generator) with probability ``slip``: a numeric attribute read in ``step``."""
+
+    def __init__(self, render_mode=None) -> None:
+        super().__init__(render_mode=render_mode, is_slippery=False)
+        self.slip = 0.0
+
+    def step(self, a):
+        if self.np_random.random() < self.slip:
+            a = int(self.np_random.integers(4))
+        return super().step(a)
+
+
+if "TestSlipLake-v0" not in gym.registry:
+    gym.register("TestSlipLake-v0", entry_point=f"{__name__}:SlipLake", max_episode_steps=40)
+
+
+def test_a_frozenlake_run_trains_and_is_attacked(tmp_path, capsys) -> None:
+    """A Discrete(16) observation is one-hot encoded by Gymnasium's FlattenObservation (it was
+    refused: 'only Box observations'): the network reads 16 numbers; train and attack from the
+    CLI."""
+    run = tmp_path / "lake"
+    argv = ["train", "pgc-a3c", "--env", "TestSlipLake-v0", "--private-param", "slip=0,0.5",
+            "--mechanism", "none", "--agents", "4", "--max-submissions", "16", "--out",
+            str(run), "--no-progress", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    cfg = GymPgcConfig.from_dict(json.loads((run / "config.json").read_text())["config"])
+    assert cfg.info.obs_dim == 16 and cfg.network.dim == 16 * (16 + 4 + 1)
+    obs = np.load(run / "secrets.npz")["gradient"]
+    assert obs.shape == (16, cfg.network.dim)
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "10", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["n"] == 16 and res["k"] == 2
+
+
+class SpacesCartPole(CartPoleEnv):
+    """CartPole with the action or observation space a test names (never stepped here)."""
+
+    def __init__(self, action_space=None, observation_space=None, render_mode=None) -> None:
+        super().__init__(render_mode=render_mode)
+        self.action_space = action_space or self.action_space
+        self.observation_space = observation_space or self.observation_space
+
+
+_SPACES = {
+    "TestMultiDiscreteAct-v0": {"action_space": gym.spaces.MultiDiscrete([2, 2])},
+    "TestTupleAct-v0": {
+        "action_space": gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(2)))
+    },
+    "TestDictAct-v0": {"action_space": gym.spaces.Dict({"a": gym.spaces.Discrete(2)})},
+    "TestUnboundedAct-v0": {"action_space": gym.spaces.Box(-np.inf, np.inf, (1,))},
+    "TestSequenceObs-v0": {"observation_space": gym.spaces.Sequence(gym.spaces.Discrete(2))},
+}
+for _id, _kw in _SPACES.items():
+    if _id not in gym.registry:
+        gym.register(_id, entry_point=f"{__name__}:SpacesCartPole", kwargs=_kw)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "match"),
+    [
+        ("TestMultiDiscreteAct-v0", r"action space MultiDiscrete\(\[2 2\]\): .*MultiDiscrete is"),
+        ("TestTupleAct-v0", r"action space Tuple\(Discrete\(2\), Discrete\(2\)\): .*Tuple is"),
+        ("TestDictAct-v0", r"action space Dict\('a': Discrete\(2\)\): .*Dict is not yet"),
+        ("TestUnboundedAct-v0", r"action space Box\(-inf, inf, .*needs finite bounds"),
+        ("TestSequenceObs-v0", r"observation space Sequence\(Discrete\(2\).*can flatten"),
+    ],
+)
+def test_unsupported_spaces_are_refused_naming_the_space(tmp_path, capsys, env_id, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        check_private_param(env_id, "length", [0.5, 1.0])
+    argv = ["train", "pgc-a3c", "--env", env_id, "--private-param", "length=0.5,1",
+            "--mechanism", "none", "--out", str(tmp_path / "r"), "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and env_id in err
+
+
+@pytest.mark.parametrize(
+    ("env_id", "name", "values"),
+    [("Pendulum-v1", "m", [-1, 1]), ("Pendulum-v1", "l", [0, 1]),
+     ("MountainCarContinuous-v0", "power", [-0.0015, 0.0015])],
+)  # fmt: skip
+def test_a_physical_constant_of_the_continuous_envs_must_be_positive(env_id, name, values):
+    """Pendulum's mass was accepted at -1 and trained on (2026-12-07 probe), as CartPole's
+    negative pole length once was: Gymnasium's Pendulum and MountainCarContinuous constants are
+    physical constants too."""
+    with pytest.raises(InvalidParameterError, match=f"'{name}' of .* is a physical constant"):
+        check_private_param(env_id, name, values)
