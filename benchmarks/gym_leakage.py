@@ -33,6 +33,9 @@ GRID = {
     # 0.07; refused by the probe since 2026-12-06)
     "MountainCar-v0": ["force", "gravity", "max_speed"],
     "CartPole-v1": ["length", "masspole", "force_mag"],
+    # Box action spaces (the Gaussian head, 2026-12-07)
+    "Pendulum-v1": ["g", "m", "l"],
+    "MountainCarContinuous-v0": ["power"],
 }
 
 

@@ -454,6 +454,7 @@ def _check_private_param(
             "probe steps (same seeds, same actions), so no attack can tell them apart (a "
             "parameter that acts only in states these steps never reach: a speed cap above the "
             "speeds reached); give candidates that act differently in the states reached"
+            + (f" (actions are clipped to {a_space}, as the env was made)" if info.box else "")
         )
     raise InvalidParameterError(
         f"private parameter {name!r} has no effect on env {env_id!r}: every candidate "
