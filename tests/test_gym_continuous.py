@@ -251,3 +251,36 @@ def test_attack_recovers_pendulum_gravity_and_stays_under_its_ceiling_with_lapla
         out[mech] = score_private_param_run(tmp_path / mech, pred)
     assert out["none"].accuracy_ci[0] > 1 / 3 and out["none"].n == 60
     assert not out["laplace"].violation
+
+
+class IntBoxEnv(gym.Env):
+    """A Box(0, 4) action space of integers; the env records the actions it is sent."""
+
+    def __init__(self, render_mode=None) -> None:
+        self.action_space = gym.spaces.Box(0, 4, (1,), np.int64)
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+        self.k, self.sent = 1.0, []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, a):
+        self.sent.append(int(a[0]))
+        return np.full(1, self.k * a[0] / 8, np.float32), 0.0, False, False, {}
+
+
+if "TestIntBox-v0" not in gym.registry:
+    gym.register("TestIntBox-v0", entry_point=f"{__name__}:IntBoxEnv", max_episode_steps=10)
+
+
+def test_an_integer_box_gets_its_actions_rounded_not_cut() -> None:
+    """An integer Box's actions were cast (3.7 -> 3): the uniform exploration within [0, 4)
+    never sent 4. Rounded now, after the clip."""
+    info, _ = check_private_param("TestIntBox-v0", "k", [1.0, 2.0])
+    env = make_param_vector_env(info, "k", 4)
+    env.set_param(np.arange(4), np.ones(4))
+    env.reset(seed=[0] * 4)
+    env.step(np.array([[3.7], [0.4], [9.0], [-3.0]]))
+    assert [e.unwrapped.sent[-1] for e in env.inner.envs] == [4, 0, 4, 0]
+    env.close()

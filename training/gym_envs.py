@@ -765,8 +765,10 @@ class SyncParamVectorEnv(ParamVectorEnv):
         self.param, self.env_id = param, env_id
         space = self.single_action_space
         if isinstance(space, gym.spaces.Box):  # clipped to the bounds, as SB3 and CleanRL do
-            self._to_env = lambda a: np.clip(a, space.low.ravel(), space.high.ravel()).reshape(
-                n, *space.shape).astype(space.dtype)  # fmt: skip
+            rint = np.rint if np.issubdtype(space.dtype, np.integer) else np.asarray  # not cut
+            lo, hi = space.low.ravel(), space.high.ravel()
+            self._to_env = lambda a: rint(np.clip(a, lo, hi)).reshape(n, *space.shape).astype(
+                space.dtype)  # fmt: skip
         else:  # Discrete(n, start): start + index
             self._to_env = lambda a: int(space.start) + np.asarray(a, dtype=np.int64)
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
