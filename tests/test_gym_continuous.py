@@ -284,3 +284,54 @@ def test_an_integer_box_gets_its_actions_rounded_not_cut() -> None:
     env.step(np.array([[3.7], [0.4], [9.0], [-3.0]]))
     assert [e.unwrapped.sent[-1] for e in env.inner.envs] == [4, 0, 4, 0]
     env.close()
+
+
+@pytest.mark.parametrize(("acting", "mechanism"), [("argmax", "none"), ("sample", "laplace")])
+def test_box_trainer_is_the_straightforward_implementation(acting: str, mechanism: str) -> None:
+    """The lock-step trainer with one agent slot on Pendulum against PGC-A3C written plainly for
+    a Gaussian head: one ``gym.make`` env, a Python loop per step drawing 1 + A uniforms from the
+    trial's acting stream, the action clipped for the env only, torch autograd of the printed
+    loss, the mechanism's own ``privatize``, eq. 22 by hand: the same scores, theta within 1e-8."""
+    pytest.importorskip("torch")
+    from scipy.special import ndtri
+
+    from ldp_audit.training.pgc_a3c.engine import TrialStream, mechanism_rng
+    from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND
+
+    cfg = GymPgcConfig(env_id="Pendulum-v1", private_param="g", values=(5.0, 20.0),
+                       mechanism=mechanism, epsilon=1.0 if mechanism == "laplace" else math.inf,
+                       n_agents=1, max_submissions=12, episode_steps=40,
+                       acting=acting)  # fmt: skip
+    res = train(cfg, seed=5)
+    net, st, mech_rng = cfg.network, TrialStream(5, 0), mechanism_rng(5)
+    mech, theta, buf, scores = cfg.make_mechanism(), net.init(st.init), [], []
+    env = gym.make(cfg.env_id, max_episode_steps=cfg.steps)
+    while len(scores) < cfg.max_submissions:
+        env.unwrapped.g = cfg.values[int(st.reset.integers(len(cfg.values)))]
+        o, _ = env.reset(seed=int(st.reset.integers(0, SEED_BOUND)))
+        alpha = max(0.0, cfg.alpha_start - len(scores) / cfg.alpha_decay)
+        obs, acts, rews, term, trunc = [np.asarray(o, np.float64)], [], [], False, False
+        while not (term or trunc) and len(acts) < cfg.steps:
+            u = st.act.random(2)
+            mu = net.logits(theta[None], obs[-1][None])[0]
+            if u[0] < alpha:
+                a = -2.0 + u[1:] * 4.0
+            elif acting == "sample":
+                a = mu + np.exp(theta[-1]) * ndtri(u[1:])
+            else:
+                a = mu
+            o, r, term, trunc, _ = env.step(np.clip(a, -2.0, 2.0).astype(np.float32))
+            obs.append(np.asarray(o, np.float64))
+            acts.append(a)
+            rews.append(float(r))
+        ep = (np.array(obs), np.array(acts), rews, len(acts), not term)
+        g = _torch_gaussian_gradient(net, theta, *ep, gamma=cfg.gamma, lam=cfg.lam, beta=cfg.beta)
+        if mechanism == "none":  # the baseline: L1-clipped to C/2, no noise
+            g = g / max(1.0, np.abs(g).sum() / (cfg.effective_clip / 2))
+        buf.append(mech.privatize(g[None], mech_rng)[0])
+        scores.append(sum(rews))
+        if len(buf) == cfg.effective_buffer_size:
+            theta, buf = theta - cfg.eta * np.mean(buf, axis=0), []  # eq. 22
+    env.close()
+    np.testing.assert_allclose(res.zeta[0], scores, rtol=1e-12)
+    np.testing.assert_allclose(res.theta[0], theta, rtol=1e-8, atol=1e-10)
