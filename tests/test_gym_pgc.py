@@ -497,7 +497,8 @@ def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
     # so a user env's run could not be audited); this run's epsilon is inf: nothing to audit
     monkeypatch.delitem(sys.modules, "my_test_envs")
     assert main(["audit", "--run-dir", str(run)]) == 2
-    assert "--env-module my_test_envs" in capsys.readouterr().err
+    # the audit's refusal shows the audit's command (its one example was `attack dynamics`)
+    assert "`ldp-audit audit --run-dir RUN --env-module my_test_envs`" in capsys.readouterr().err
     assert main(["audit", "--run-dir", str(run), "--env-module", "my_test_envs"]) == 2
     assert "nothing to audit" in capsys.readouterr().err
 

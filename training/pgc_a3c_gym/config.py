@@ -127,9 +127,10 @@ class GymPgcConfig(SharedFields):
         if isinstance(mod, str) and mod not in sys.modules:
             raise InvalidParameterError(
                 f"{cls.__name__}: this config's environment is registered by the module "
-                f"{mod!r}, which is not imported; import it first (CLI: --env-module {mod}, e.g. "
-                f"`ldp-audit attack dynamics --run-dir RUN --env-module {mod}`): a config read "
-                "from a run directory never imports code by itself"
+                f"{mod!r}, which is not imported; import it first (CLI: --env-module {mod}, as "
+                f"in `ldp-audit audit --run-dir RUN --env-module {mod}` or `ldp-audit attack "
+                f"dynamics --run-dir RUN --env-module {mod}`): a config read from a run "
+                "directory never imports code by itself"
             )
         return config_from_dict(cls, d, epsilon=math.inf)
 
