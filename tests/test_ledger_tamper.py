@@ -506,3 +506,19 @@ def test_a_folder_at_the_journal_path_is_named(run: Path, capsys: pytest.Capture
     capsys.readouterr()
     assert main(["budget", str(run), "--verify"]) == 2
     assert "ledger.sqlite-journal' is not a file" in capsys.readouterr().err
+
+
+def test_an_edited_manifest_is_named_not_the_file_it_lists(run: Path, capsys) -> None:
+    """One byte of manifest.json flipped inside config.json's SHA-256 (session 50's probe):
+    the one-line refusal said ``config.json does not match the SHA-256 in manifest.json
+    (changed)``, blaming the genuine file; the manifest's failed MAC now comes first."""
+    man = run / "manifest.json"
+    text = man.read_text()
+    digest = json.loads(text)["files"]["config.json"]
+    flipped = digest[:10] + ("0" if digest[10] != "0" else "1") + digest[11:]
+    man.write_text(text.replace(digest, flipped))
+    res = verify_run(run)
+    assert "manifest.json does not carry the MAC" in res.problems[0], res.problems
+    assert any("config.json does not match" in p for p in res.problems[1:])
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert "manifest.json does not carry the MAC" in capsys.readouterr().out.splitlines()[0]

@@ -206,10 +206,6 @@ def verify_run(
         )
     elif man_check["status"] != "unreadable":
         man = read_manifest(p)
-    for name in man_check.get("changed", []):
-        problems.append(f"{p / name} does not match the SHA-256 in manifest.json (changed)")
-    for name in man_check.get("missing", []):
-        problems.append(f"{p / name} is listed in manifest.json but missing")
     anchor = None
     if man is not None:
         mac = man.get("mac")
@@ -241,6 +237,11 @@ def verify_run(
         elif anchor is not None and not isinstance(anchor, dict):
             problems.append(f"{p / 'manifest.json'}: its ledger anchor is malformed")
             anchor = None
+    # after the manifest's own MAC: an edited manifest is named first, not the file it lists
+    for name in man_check.get("changed", []):
+        problems.append(f"{p / name} does not match the SHA-256 in manifest.json (changed)")
+    for name in man_check.get("missing", []):
+        problems.append(f"{p / name} is listed in manifest.json but missing")
     led_res: dict[str, Any] | None = None
     lp = p / "ledger.sqlite"
     auth_ledger = False
