@@ -522,3 +522,23 @@ def test_an_edited_manifest_is_named_not_the_file_it_lists(run: Path, capsys) ->
     assert any("config.json does not match" in p for p in res.problems[1:])
     assert main(["budget", str(run), "--verify"]) == 2
     assert "manifest.json does not carry the MAC" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_a_ledger_switched_to_wal_is_refused_by_readers(run: Path, capsys) -> None:
+    """``sqlite3 ledger.sqlite 'PRAGMA journal_mode=WAL'`` (a mode kept in the file's header)
+    made every read-only reader (budget --verify, report, verify_run) create
+    ``ledger.sqlite-wal`` and ``-shm`` in the run and read them, though nothing checks them and
+    the docs say a reader never creates a file (session 50's probe: exit 0, both files made).
+    Readers now refuse it naming the mode and the way out; --recover restores the journal."""
+    lp = run / "ledger.sqlite"
+    with sqlite3.connect(lp) as con:
+        assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    con.close()
+    before = sorted(p.name for p in run.iterdir())
+    capsys.readouterr()
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert "is in WAL journal mode" in capsys.readouterr().out
+    assert not verify_run(run).ok
+    assert sorted(p.name for p in run.iterdir()) == before  # no side file made
+    assert main(["budget", str(lp), "--recover"]) == 0
+    assert main(["budget", str(run), "--verify"]) == 0
