@@ -542,3 +542,18 @@ def test_a_ledger_switched_to_wal_is_refused_by_readers(run: Path, capsys) -> No
     assert sorted(p.name for p in run.iterdir()) == before  # no side file made
     assert main(["budget", str(lp), "--recover"]) == 0
     assert main(["budget", str(run), "--verify"]) == 0
+
+
+def test_another_runs_manifest_is_named_as_swapped(run: Path, tmp_path: Path) -> None:
+    """manifest.json swapped in from another run of the same key (its MAC holds): the first
+    problem was 'config.json does not match the SHA-256 in manifest.json (changed)', blaming a
+    genuine file (session 50's probe, pgc-a3c runs of seed 1 and 2); it now names the manifest.
+    A manifest matching some of the files is left to the per-file lines (ambiguous)."""
+    other = RunWriter(tmp_path / "o", algorithm="toy", config={"delta": 0.5}, seed=1)
+    Accountant(other.open_ledger()).charge("b", LaplaceEvent(1.0))
+    other.write_npz("transcript.npz", {"agent": np.array([7], dtype=np.int64)})
+    other.finish()
+    shutil.copy(tmp_path / "o" / "manifest.json", run / "manifest.json")
+    res = verify_run(run)
+    assert "manifest.json is another run's manifest (swapped)" in res.problems[0], res.problems
+    assert any("config.json does not match" in p for p in res.problems[1:])

@@ -284,6 +284,16 @@ def verify_run(
             if type(exc).__name__ == "KeyFileError":
                 raise
             problems.append(f"{lp}: {exc}")
+    files = man.get("files") if isinstance(man, dict) else None
+    other_id = (
+        isinstance(anchor, dict) and led_res and anchor.get("ledger_id") != led_res.get("ledger_id")
+    )
+    if files and other_id and len(man_check.get("changed", [])) == len(files):
+        problems.insert(  # named first: the files it lists are not what was edited
+            0,
+            f"{p / 'manifest.json'} is another run's manifest (swapped): none of the "
+            f"{len(files)} files it lists matches, and it anchors another ledger",
+        )
     if man is not None and "ledger" in man and man.get("ledger") is None and lp.is_file():
         problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
     listed = set(man.get("files", {})) if isinstance(man, dict) else set()
