@@ -154,13 +154,17 @@ def test_a_link_to_a_folder_fails_verification(run: Path, tmp_path: Path, capsys
     assert main(["budget", str(run), "--verify"]) == 2
 
 
-@pytest.mark.parametrize("name", ["audit.json", "transcript.npz", "ledger.sqlite"])
+@pytest.mark.parametrize(
+    "name", ["audit.json", "transcript.npz", "ledger.sqlite", "manifest.json", "analyses.json"]
+)
 def test_a_sealed_file_replaced_by_a_link_fails_verification(
     run: Path, tmp_path: Path, name: str
 ) -> None:
     """A sealed file replaced by a link to an identical copy outside the run verified (exit 0,
     session 49): the bytes matched, but they lived where the run's owner does not look and could
-    change after the check. No writer makes a link, so one is refused like a linked folder."""
+    change after the check. No writer makes a link, so one is refused like a linked folder.
+    (Session 50: a linked analyses.json made verify_run raise "... was not in the run when it
+    was verified (added since) ... verify the run again", hiding the link; now a problem.)"""
     copy = tmp_path / f"copy-{name}"
     copy.write_bytes((run / name).read_bytes())
     (run / name).unlink()
@@ -171,3 +175,14 @@ def test_a_sealed_file_replaced_by_a_link_fails_verification(
     (run / name).unlink()
     (run / name).write_bytes(copy.read_bytes())
     assert main(["budget", str(run), "--verify"]) == 0  # the file itself: verifies again
+
+
+def test_a_folder_at_the_index_is_a_problem_not_a_raise(run: Path, capsys) -> None:
+    """verify_run returns what does not verify; a folder at analyses.json raised out of it
+    (session 50's probe) instead of being listed with the other problems."""
+    (run / "analyses.json").unlink()
+    (run / "analyses.json").mkdir()
+    res = verify_run(run)
+    assert not res.ok and f"{run / 'analyses.json'} cannot be read" in res.problems[0]
+    assert "is a folder" in res.problems[0]
+    assert main(["budget", str(run), "--verify"]) == 2

@@ -182,3 +182,21 @@ def test_readers_read_the_committed_state_after_a_kill_inside_a_commit(
     con.close()
     with Ledger(run / "ledger.sqlite", readonly=True) as led:
         assert led.store.hot_journal_note is None and led.chain_head() == head
+
+
+def test_report_leaves_a_hot_journal_as_it_is(tmp_path: Path) -> None:
+    """``report`` is a read-only reader (the docs' list), but its ledger loader opened the
+    ledger with write access, so a report rolled a hot journal back in place (and switched a
+    WAL-mode ledger back: session 50's probe, header bytes 2 2 -> 1 1). It reads like the other
+    readers now: the committed state, the files left as they are."""
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="toy", config={"delta": 0.0}, seed=0)
+    Accountant(w.open_ledger()).charge_many([(f"a{i}", LaplaceEvent(1.0)) for i in range(50)])
+    w.write_json("metrics.json", {"note": "toy"})
+    w.finish()
+    _killed_inside_a_commit(run)
+    before = (run / "ledger.sqlite").read_bytes()
+    assert main(["report", str(run)]) == 0
+    assert json.loads((run / "report" / "report.json").read_text())["ledger"]
+    assert (run / "ledger.sqlite").read_bytes() == before
+    assert (run / "ledger.sqlite-journal").stat().st_size > 0

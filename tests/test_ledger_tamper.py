@@ -506,3 +506,54 @@ def test_a_folder_at_the_journal_path_is_named(run: Path, capsys: pytest.Capture
     capsys.readouterr()
     assert main(["budget", str(run), "--verify"]) == 2
     assert "ledger.sqlite-journal' is not a file" in capsys.readouterr().err
+
+
+def test_an_edited_manifest_is_named_not_the_file_it_lists(run: Path, capsys) -> None:
+    """One byte of manifest.json flipped inside config.json's SHA-256 (session 50's probe):
+    the one-line refusal said ``config.json does not match the SHA-256 in manifest.json
+    (changed)``, blaming the genuine file; the manifest's failed MAC now comes first."""
+    man = run / "manifest.json"
+    text = man.read_text()
+    digest = json.loads(text)["files"]["config.json"]
+    flipped = digest[:10] + ("0" if digest[10] != "0" else "1") + digest[11:]
+    man.write_text(text.replace(digest, flipped))
+    res = verify_run(run)
+    assert "manifest.json does not carry the MAC" in res.problems[0], res.problems
+    assert any("config.json does not match" in p for p in res.problems[1:])
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert "manifest.json does not carry the MAC" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_a_ledger_switched_to_wal_is_refused_by_readers(run: Path, capsys) -> None:
+    """``sqlite3 ledger.sqlite 'PRAGMA journal_mode=WAL'`` (a mode kept in the file's header)
+    made every read-only reader (budget --verify, report, verify_run) create
+    ``ledger.sqlite-wal`` and ``-shm`` in the run and read them, though nothing checks them and
+    the docs say a reader never creates a file (session 50's probe: exit 0, both files made).
+    Readers now refuse it naming the mode and the way out; --recover restores the journal."""
+    lp = run / "ledger.sqlite"
+    with sqlite3.connect(lp) as con:
+        assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    con.close()
+    before = sorted(p.name for p in run.iterdir())
+    capsys.readouterr()
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert "is in WAL journal mode" in capsys.readouterr().out
+    assert not verify_run(run).ok
+    assert sorted(p.name for p in run.iterdir()) == before  # no side file made
+    assert main(["budget", str(lp), "--recover"]) == 0
+    assert main(["budget", str(run), "--verify"]) == 0
+
+
+def test_another_runs_manifest_is_named_as_swapped(run: Path, tmp_path: Path) -> None:
+    """manifest.json swapped in from another run of the same key (its MAC holds): the first
+    problem was 'config.json does not match the SHA-256 in manifest.json (changed)', blaming a
+    genuine file (session 50's probe, pgc-a3c runs of seed 1 and 2); it now names the manifest.
+    A manifest matching some of the files is left to the per-file lines (ambiguous)."""
+    other = RunWriter(tmp_path / "o", algorithm="toy", config={"delta": 0.5}, seed=1)
+    Accountant(other.open_ledger()).charge("b", LaplaceEvent(1.0))
+    other.write_npz("transcript.npz", {"agent": np.array([7], dtype=np.int64)})
+    other.finish()
+    shutil.copy(tmp_path / "o" / "manifest.json", run / "manifest.json")
+    res = verify_run(run)
+    assert "manifest.json is another run's manifest (swapped)" in res.problems[0], res.problems
+    assert any("config.json does not match" in p for p in res.problems[1:])

@@ -345,7 +345,7 @@ class SqliteStore(RowStore):
             )
         try:
             with open(p, "rb") as fh:
-                head = fh.read(len(_SQLITE_MAGIC))
+                head = fh.read(20)  # the magic, then the header's write/read versions
         except PermissionError as exc:
             raise LedgerReadOnlyError(
                 f"ledger file {self.path!r} cannot be read (permission denied)"
@@ -358,10 +358,17 @@ class SqliteStore(RowStore):
                 f"ledger cannot be told from a new one, so it is refused; delete it to start "
                 f"a new ledger"
             )
-        if head != _SQLITE_MAGIC:
+        if head[:16] != _SQLITE_MAGIC:
             raise LedgerError(
                 f"ledger file {self.path!r} is not an SQLite database (foreign or "
                 f"corrupt file); refusing to treat it as an empty ledger"
+            )
+        if self.readonly and 2 in head[18:20]:  # SQLite would make -wal and -shm, then read them
+            raise LedgerError(
+                f"ledger file {self.path!r} is in WAL journal mode, which no ldp-audit writer "
+                f"sets (another program changed it): a read-only reader would create and read "
+                f"side files nothing checks, so it is refused; `ldp-audit budget {self.path} "
+                f"--recover` puts it back in its rollback journal, then verify it"
             )
         if not self.readonly and not (
             os.access(p, os.W_OK) and os.access(p.parent, os.W_OK | os.X_OK)

@@ -79,7 +79,7 @@ def read_ledger(
     from ldp_audit.accountant.methods import ALL_METHODS
 
     try:
-        ledger = Ledger(str(path), create=False)  # a report never creates or alters a ledger
+        ledger = Ledger(str(path), create=False, readonly=True)  # never creates or alters one
     except (LdpAuditError, sqlite3.Error) as exc:
         raise RunDirectoryError(f"{path}: ledger cannot be opened ({exc})") from exc
     try:

@@ -118,10 +118,10 @@ def _read_index(run: Path, checked: bool = True) -> tuple[list[dict[str, Any]] |
     f = run / INDEX
     if not f.exists():
         return None, None
-    check_regular_file(f, INDEX)
-    try:
+    try:  # a folder or a link at its name: a problem of the run, as for any sealed file
+        check_regular_file(f, INDEX)
         doc = json.loads(read_checked(f, INDEX) if checked else f.read_bytes())
-    except (OSError, ValueError, RecursionError) as exc:
+    except (OSError, ValueError, RecursionError, RunDirectoryError) as exc:
         return [], f"{f} cannot be read: {exc}"
     if (
         not isinstance(doc, dict)

@@ -206,10 +206,6 @@ def verify_run(
         )
     elif man_check["status"] != "unreadable":
         man = read_manifest(p)
-    for name in man_check.get("changed", []):
-        problems.append(f"{p / name} does not match the SHA-256 in manifest.json (changed)")
-    for name in man_check.get("missing", []):
-        problems.append(f"{p / name} is listed in manifest.json but missing")
     anchor = None
     if man is not None:
         mac = man.get("mac")
@@ -241,6 +237,11 @@ def verify_run(
         elif anchor is not None and not isinstance(anchor, dict):
             problems.append(f"{p / 'manifest.json'}: its ledger anchor is malformed")
             anchor = None
+    # after the manifest's own MAC: an edited manifest is named first, not the file it lists
+    for name in man_check.get("changed", []):
+        problems.append(f"{p / name} does not match the SHA-256 in manifest.json (changed)")
+    for name in man_check.get("missing", []):
+        problems.append(f"{p / name} is listed in manifest.json but missing")
     led_res: dict[str, Any] | None = None
     lp = p / "ledger.sqlite"
     auth_ledger = False
@@ -283,6 +284,16 @@ def verify_run(
             if type(exc).__name__ == "KeyFileError":
                 raise
             problems.append(f"{lp}: {exc}")
+    files = man.get("files") if isinstance(man, dict) else None
+    other_id = (
+        isinstance(anchor, dict) and led_res and anchor.get("ledger_id") != led_res.get("ledger_id")
+    )
+    if files and other_id and len(man_check.get("changed", [])) == len(files):
+        problems.insert(  # named first: the files it lists are not what was edited
+            0,
+            f"{p / 'manifest.json'} is another run's manifest (swapped): none of the "
+            f"{len(files)} files it lists matches, and it anchors another ledger",
+        )
     if man is not None and "ledger" in man and man.get("ledger") is None and lp.is_file():
         problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
     listed = set(man.get("files", {})) if isinstance(man, dict) else set()
