@@ -378,6 +378,11 @@ def test_a_raw_gradient_written_into_the_momentum_is_flagged(tmp_path: Path) -> 
         "the parameters or the optimizer's state changed 79 times outside a released update "
         "(first before update 1; 80: after the last)"
     ]
+    # the report's verdict names the witness (it gave the ledger test's generic words only)
+    assert main(["report", str(tmp_path / "bad"), "--out", str(tmp_path / "rep")]) == 1
+    head = next(x for x in (tmp_path / "rep" / "report.md").read_text().splitlines()
+                if x.startswith("**Verdict"))  # fmt: skip
+    assert "a deterministic check: the parameters or the optimizer's state changed 79" in head
     ok = audited_run(tmp_path / "ok", 5, momentum=0.9)
     assert ok.extra["tests"]["ledger"]["problems"] == []
 
