@@ -83,7 +83,17 @@ and two missed in session 48's probe, flagged since by the data-dependence test:
 
 and one missed in session 48's probe, flagged since by the precision test (session 49):
 
-* :class:`NoiseRoundedToBfloat16`: the correct noise rounded to bfloat16 before it is added.
+* :class:`NoiseRoundedToBfloat16`: the correct noise rounded to bfloat16 before it is added;
+
+and two missed in session 50's probe, flagged since by the clipping probe's rows of very large
+norm and by the ledger test (the wrapped optimizer's state compared between updates):
+
+* :class:`HugeNormsUnclipped`: per-sample clipping that leaves a per-sample gradient of norm
+  above 50 C unclipped (taken for an overflow), every smaller one clipped to C;
+
+* :class:`RawGradientInMomentum`: the correct update released, but the raw mean gradient of
+  the backward pass added to the inner SGD's momentum buffer before its step (run it with
+  ``momentum > 0``).
 """
 
 from __future__ import annotations
@@ -519,6 +529,38 @@ class NoiseRoundedToBfloat16(DPOptimizer):
             p.grad = (p.summed_grad + n.to(torch.bfloat16).to(p.dtype)).view_as(p)
 
 
+class HugeNormsUnclipped(DPOptimizer):
+    """Per-sample clipping to C, except that a per-sample gradient of norm above 50 C is summed
+    unclipped (neither the canaries, at 10 C, nor this loop's data reach that norm)."""
+
+    def clip_and_accumulate(self) -> None:
+        gs = [self._get_flat_grad_sample(p) for p in self.params]
+        norms = torch.stack([g.flatten(1).norm(dim=1) for g in gs], 1).norm(dim=1)
+        factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        factor = torch.where(norms > 50 * self.max_grad_norm, 1.0, factor)
+        for p, g in zip(self.params, gs, strict=True):
+            s = torch.einsum("i,i...", factor, g)
+            p.summed_grad = s if p.summed_grad is None else p.summed_grad + s
+
+
+class RawGradientInMomentum(DPOptimizer):
+    """The raw mean gradient (before clipping) added to the momentum buffer of the wrapped
+    SGD just before its step: ``p.grad`` is the correct release, the parameters are not."""
+
+    def pre_step(self, closure=None):  # noqa: ANN001, ANN201 - Opacus's signature
+        self._raw = [p.grad.detach().clone() for p in self.params]
+        return super().pre_step(closure)
+
+    def step(self, closure=None):  # noqa: ANN001, ANN201 - Opacus's signature
+        if not self.pre_step():
+            return None
+        for p, raw in zip(self.params, self._raw, strict=True):
+            buf = self.original_optimizer.state[p].get("momentum_buffer")
+            if buf is not None:
+                buf.add_(raw)
+        return self.original_optimizer.step(closure)
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -555,4 +597,5 @@ BROKEN = {
     "raw gradient left in the released update": (RawGradientLeftIn, "independence"),
     "running mean of the raw gradient mixed in": (RawGradientAverageMixedIn, "independence"),
     "noise rounded to bfloat16 before it is added": (NoiseRoundedToBfloat16, "noise"),
+    "per-sample norms above 50 C left unclipped": (HugeNormsUnclipped, "clipping"),
 }

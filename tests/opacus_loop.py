@@ -33,12 +33,14 @@ def make_loop(
     poisson: bool = True,
     ghost: bool = False,
     head_lr: float | None = None,
+    momentum: float = 0.0,
 ) -> tuple[Any, Any, Any]:
     """(model, optimizer, loader) as ``make_private`` builds them, with the optimizer class
     given (a user's subclass); every draw from generators seeded by ``seed``. ``head_lr``: the
     last layer in a second parameter group at that learning rate. ``ghost``: Opacus's
     ghost clipping (``GradSampleModuleFastGradientClipping`` and, unless ``optimizer_class`` is
-    given, ``DPOptimizerFastGradientClipping``); train it with :func:`train_ghost`."""
+    given, ``DPOptimizerFastGradientClipping``); train it with :func:`train_ghost`.
+    ``momentum``: the inner SGD's."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 32, generator=g)
     y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
@@ -66,7 +68,7 @@ def make_loop(
         )
     ps = list(model.parameters())
     groups = [{"params": ps[:-2]}, {"params": ps[-2:], "lr": head_lr}] if head_lr else ps
-    base = torch.optim.SGD(groups, lr=0.2)
+    base = torch.optim.SGD(groups, lr=0.2, momentum=momentum)
     opt = optimizer_class(base, noise_multiplier=sigma, max_grad_norm=clip,
                           expected_batch_size=batch,
                           generator=torch.Generator().manual_seed(seed + 2))  # fmt: skip

@@ -324,7 +324,9 @@ NEW = ["biases released without noise", "one update released without noise",
        "raw gradient left in the released update",
        "running mean of the raw gradient mixed in",
        # missed in session 48's probe, flagged by the precision test
-       "noise rounded to bfloat16 before it is added"]  # fmt: skip
+       "noise rounded to bfloat16 before it is added",
+       # missed in session 50's probe, flagged by the clipping probe's large rows
+       "per-sample norms above 50 C left unclipped"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -356,9 +358,33 @@ def test_parameters_changed_outside_a_released_update_are_named(tmp_path: Path) 
     res = audited_run(tmp_path / "run", 0, optimizer_class=cls)
     assert res.extra["flagged_by"] == ["ledger"]
     assert res.extra["tests"]["ledger"]["problems"] == [
-        "the parameters changed 80 times outside a released update (first before update 1; "
-        "80: after the last)"
+        "the parameters or the optimizer's state changed 80 times outside a released update "
+        "(first before update 1; 80: after the last)"
     ]
+
+
+def test_a_raw_gradient_written_into_the_momentum_is_flagged(tmp_path: Path) -> None:
+    """Session 50's probe: the correct update released, the raw mean gradient added to the
+    wrapped SGD's momentum buffer before its step (the parameters carry it, the release does
+    not) read consistent at seeds 0-2 (every p >= 0.086: no test reads the parameters' path).
+    The momentum and Adam's moments are now compared between updates like the parameters.
+    Deterministic (the ledger test); the correct optimizer with the same momentum: no change
+    seen (its other tests' false alarm is at most 5 % and not asserted)."""
+    from tests.broken_opacus import RawGradientInMomentum
+
+    res = audited_run(tmp_path / "bad", 5, optimizer_class=RawGradientInMomentum, momentum=0.9)
+    assert res.violation and res.extra["decided_by"] == "ledger", res.extra["flagged_by"]
+    assert res.extra["tests"]["ledger"]["problems"] == [
+        "the parameters or the optimizer's state changed 79 times outside a released update "
+        "(first before update 1; 80: after the last)"
+    ]
+    # the report's verdict names the witness (it gave the ledger test's generic words only)
+    assert main(["report", str(tmp_path / "bad"), "--out", str(tmp_path / "rep")]) == 1
+    head = next(x for x in (tmp_path / "rep" / "report.md").read_text().splitlines()
+                if x.startswith("**Verdict"))  # fmt: skip
+    assert "a deterministic check: the parameters or the optimizer's state changed 79" in head
+    ok = audited_run(tmp_path / "ok", 5, momentum=0.9)
+    assert ok.extra["tests"]["ledger"]["problems"] == []
 
 
 def test_an_edited_moved_unreleased_is_a_ledger_problem_not_a_crash(tmp_path: Path) -> None:
@@ -728,13 +754,16 @@ def test_a_parameter_group_left_unclipped_is_flagged_by_the_clipping_probe(
     """Session 47 probe: per-sample clipping of the body only, the head (a second parameter
     group, 66 entries, no canary coordinate) summed unclipped, read consistent (every test p
     >= 0.6). At finish the optimizer's own clip_and_accumulate clips one public row of norm
-    10 C per tensor and one over all: the head's row comes out at 10 C. The correct optimizer
+    10 C per tensor and one over all: the head's row comes out at 10 C. Since session 50 it
+    also clips rows over every tensor of norm 1,000 C and 1,000,000 C: the worst is now the
+    head's part of the 1,000,000 C row, unclipped (the head holds 66 of 4,258 entries of a
+    Gaussian row: about 12 % of its norm; well above 1 % here). The correct optimizer
     on the same two groups keeps every probe at <= C; one that raises is named, not passed."""
     res = audited_run(tmp_path / "bad", 0, optimizer_class=LastGroupUnclipped, head_lr=0.05)
     clip = res.extra["tests"]["clipping"]
     assert res.violation and res.extra["decided_by"] == "clipping"
-    assert clip["ratio"] == pytest.approx(10.0)
-    assert clip["worst"] in ("tensor 4 (2x32)", "tensor 5 (2)")
+    assert 1e4 < clip["ratio"] < 1e6 and clip["worst"] == "a row over every tensor"
+    assert "of norm 1e+06 C (in a row over every tensor) was clipped to" in clip["problems"][0]
     good = audited_run(tmp_path / "good", 0, head_lr=0.05)
     assert not good.violation and good.extra["tests"]["clipping"]["p_value"] == 1.0
     assert 0.99 < good.extra["tests"]["clipping"]["ratio"] <= 1.0 + 1e-6  # float32 rounding

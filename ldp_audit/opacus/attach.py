@@ -364,11 +364,12 @@ class CanaryAudit:
         def step(*a: Any, **k: Any) -> Any:
             self._record(opt)
             out = orig_step(*a, **k)
-            if self._after is None:
-                self._after = [p.detach().clone() for p in self._params]
+            now = self._watched()
+            if self._after is None or len(self._after) != len(now):
+                self._after = [v.detach().clone() for v in now]
             else:  # into the same buffers: no fresh copy of the model a step
-                for b, p in zip(self._after, self._params, strict=True):
-                    b.copy_(p.detach())
+                for b, v in zip(self._after, now, strict=True):
+                    b.copy_(v.detach())
             self._snapped = True
             return out
 
@@ -496,17 +497,31 @@ class CanaryAudit:
         self._prepaid -= 1
         self._charges_since += 1
 
+    def _watched(self) -> list:
+        """The parameters and the wrapped optimizer's state tensors (momentum, Adam's
+        moments): what the next step reads besides the released gradient."""
+        import torch
+
+        state = self._opt.original_optimizer.state
+        return [*self._params, *(v for p in self._params for v in state.get(p, {}).values()
+                                 if isinstance(v, torch.Tensor))]  # fmt: skip
+
     def _check_moved(self) -> None:
-        """Note the update (its index; T: after the last) before which the parameters had
-        changed since the last released update: a change no released update made (a hidden
-        step, a step with another gradient than the one released)."""
+        """Note the update (its index; T: after the last) before which the parameters or the
+        wrapped optimizer's state had changed since the last released update: a change no
+        released update made (a hidden step, a step with another gradient than the one
+        released, a raw gradient written into the momentum or Adam's moments)."""
         import torch
 
         if not self._snapped:
             return
         self._snapped = False
-        pairs = zip(self._params, self._after or [], strict=True)
-        if bool(torch.stack([torch.ne(p.detach(), b).any() for p, b in pairs]).any()):
+        now, after = self._watched(), self._after or []
+        if len(now) != len(after) or bool(
+            torch.stack(
+                [torch.ne(v.detach(), b).any() for v, b in zip(now, after, strict=True)]
+            ).any()
+        ):
             self._moved.append(len(self._rows))  # one device sync above, not one per tensor
 
     def _record(self, opt: Any) -> None:
@@ -761,14 +776,19 @@ def read_claim(
     }
 
 
+PROBE = (1, 100, 100_000)  # the whole row's norms in canary norms (clip_probe)
+
+
 def clip_probe(audit: CanaryAudit) -> dict:
     """The optimizer's own ``clip_and_accumulate`` (unhooked, after the run) on public
     per-sample gradients of a canary's norm, one at a time: one in each tensor alone, then one
-    over every tensor. Per-sample clipping to ``C`` leaves each clipped sum of norm at most
-    ``C``; a tensor or parameter group left out of the clipping (or of its norm) shows as
-    more. Returns the largest ``norm / C`` (``tensor``: the row's tensor, -1 for the whole
-    row) or, where the optimizer raises on a row, ``error``; the parameters' ``grad_sample``
-    and ``summed_grad`` are restored."""
+    over every tensor, then one over every tensor at 100 and 100,000 times that norm (a
+    clipping that lets very large norms through as if they were overflow). Per-sample clipping
+    to ``C`` leaves each clipped sum of norm at most ``C``; a tensor or parameter group left
+    out of the clipping (or of its norm) shows as more. Returns the largest ``norm / C``
+    (``tensor``: the row's tensor, -1 for the whole row; ``row_norm``: its norm in units of C)
+    or, where the optimizer raises on a row, ``error``; the parameters' ``grad_sample`` and
+    ``summed_grad`` are restored."""
     import torch
 
     opt, params, norm, clip = audit._opt, audit._params, audit._scale, audit._claim["max_grad_norm"]
@@ -776,22 +796,22 @@ def clip_probe(audit: CanaryAudit) -> dict:
     dirs = [torch.randn((1, *p.shape), generator=g).to(p.device, p.dtype) for p in params]
     sq = [float((d.double() ** 2).sum()) for d in dirs]
     saved = [(getattr(p, "grad_sample", None), getattr(p, "summed_grad", None)) for p in params]
-    worst = (0.0, 0)
+    worst = (0.0, 0, norm)
     try:
-        for t in [*range(len(params)), -1]:
+        for t, n in [*((t, norm) for t in range(len(params))), *((-1, norm * f) for f in PROBE)]:
             part = (sq[t] if t >= 0 else sum(sq)) ** 0.5
             for i, (p, d) in enumerate(zip(params, dirs, strict=True)):
-                r = d * (norm / part) if t in (i, -1) else torch.zeros_like(d)
+                r = d * (n / part) if t in (i, -1) else torch.zeros_like(d)
                 p.grad_sample, p.summed_grad = r, None
             opt.clip_and_accumulate()
             out = sum(float((p.summed_grad.double() ** 2).sum()) for p in params) ** 0.5
-            worst = max(worst, (out / clip, t))
+            worst = max(worst, (out / clip, t, n))
     except Exception as e:  # the optimizer's own code refused the probe: named, not tested
         return {"error": f"{type(e).__name__}: {e}"[:300]}
     finally:
         for p, (gs, sg) in zip(params, saved, strict=True):
             p.grad_sample, p.summed_grad = gs, sg
-    return {"ratio": worst[0], "tensor": worst[1], "row_norm": norm / clip}
+    return {"ratio": worst[0], "tensor": worst[1], "row_norm": worst[2] / clip}
 
 
 def _accumulated(opt: Any, default: int) -> int:

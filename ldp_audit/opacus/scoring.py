@@ -154,8 +154,8 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
         problems.append(f"metrics.json: moved_unreleased {moved!r}")
     elif moved:
         problems.append(
-            f"the parameters changed {len(moved)} times outside a released update (first "
-            f"before update {moved[0]}; {T}: after the last)"
+            f"the parameters or the optimizer's state changed {len(moved)} times outside a "
+            f"released update (first before update {moved[0]}; {T}: after the last)"
         )
     if not np.asarray(tr["charged"], dtype=bool).all():
         bad = np.flatnonzero(~np.asarray(tr["charged"], dtype=bool))

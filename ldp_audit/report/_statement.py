@@ -326,6 +326,7 @@ def _decision(extra: dict[str, Any]) -> dict[str, Any]:
         "decided_by": dec,
         "decided_p": json_real(t.get("p_value")),
         "decided_level": json_real(t.get("level")),
+        "decided_problems": [str(x) for x in t.get("problems") or []][:3],  # the witness
     }
 
 

@@ -92,7 +92,10 @@ _TEST_WORDS = {
     "contribution": "a canary counts more or less than C: the per-sample clipping is not the "
     "claimed one",
     "sampling": "the batch sizes are not Poisson sampling at the claimed rate",
-    "ledger": "updates were released without their charge, or the claim changed mid-run",
+    "ledger": "updates were released without their charge, the claim changed mid-run, or the "
+    "parameters or the optimizer's state changed outside a released update",
+    "clipping": "the optimizer's own clipping let a per-sample gradient through above C, or a "
+    "clipped sum changed before its release",
     "f-dp": "the canaries are guessed better than the claimed privacy curve allows",
 }
 
@@ -114,6 +117,8 @@ def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list
             if p is not None
             else f"at level {_fmt(lv)}"
         )
+        why = "; ".join(o.get("decided_problems") or [])
+        how += f": {why}" if why else ""
         also = [f for f in o.get("flagged_by") or [] if f != dec]
         violations.append(
             f"ONE-RUN AUDIT VIOLATION ({o['setting']}): the {dec} test rejected the claimed "
