@@ -158,6 +158,8 @@ def _code_spans(text: str) -> str:
     return "".join(out)
 
 
+#: the configuration section's heading, also its contents entry
+_CONFIG_TITLE = "Run configuration and environment"
 _VERDICT_CLASS = {
     "violation": "violation",
     "consistent": "consistent",
@@ -349,7 +351,7 @@ def _body(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> list[str]:
             d.table(tb["header"], tb["rows"])
         for name in sec["figures"]:
             d.fig(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}")
-    d.h2("config", "Run configuration and environment")
+    d.h2("config", _CONFIG_TITLE)
     d.table(*t["run"])
     d.add("<details><summary>Full training configuration</summary>")
     d.table(*t["config"])
@@ -393,7 +395,7 @@ def _head(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> None:
     )
     heads = [title for a, title in TOC if a not in ("summary", "verdict")]
     heads += [sec["title"] for sec in m.get("sections") or []]
-    heads += ["Run configuration and environment", "Glossary"]
+    heads += [_CONFIG_TITLE, "Glossary"]
     d.add("@@TOC@@", "Contents: " + " · ".join(f"[{h}](#{_slug(h)})" for h in heads))
     d.add("</section>")
     d.add(
@@ -439,7 +441,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     if terms:
         body += "\n" + glossary_html(terms)
     extra = [(f"section-{sec['id']}", sec["title"]) for sec in model.get("sections") or []]
-    extra += [("config", "Run configuration")] + ([("glossary", "Glossary")] if terms else [])
+    extra += [("config", _CONFIG_TITLE)] + ([("glossary", "Glossary")] if terms else [])
     links = "".join(f'<a href="#{html.escape(a)}">{html.escape(x)}</a> ' for a, x in [*TOC, *extra])
     body = link_terms(
         body.replace("@@TOC@@", f'<nav class="toc">Contents: {links}</nav>', 1), terms
