@@ -129,7 +129,8 @@ def _ledger_note(led: dict[str, Any]) -> str:
 _NOT_RUN = {
     "audits": "Not run: no audit.json in this run directory or the extra inputs. Run "
     "`ldp-audit audit --run-dir RUN` (it audits every mechanism the run released through and "
-    "writes RUN/audit.json), then `ldp-audit report RUN` again to verify the claim.",
+    "writes RUN/audit.json, or names the command that audits a run it cannot), then `ldp-audit "
+    "report RUN` again to verify the claim.",
     "attacks": "Not run: no attack_*.json in this run directory or the extra inputs. Run "
     "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
     "attacks_one_run": "Not run: no attack other than the one-run audit (under Audits). Run "
