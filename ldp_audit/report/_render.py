@@ -209,8 +209,8 @@ def _empty_section_note(sec: dict[str, Any]) -> str | None:
     data = sec.get("data") or {}
     if any(k in data for k in ("audit", "audits")):
         return (
-            "The algorithm gave no text for this section; the audit it refers to is the one "
-            'shown under "Audits of the mechanisms used" above (the same result file).'
+            'This section\'s audit is the one shown under "Audits of the mechanisms used" above '
+            "(the same result file; its entries are in report.json)."
         )
     return "The algorithm gave no content for this section (its data, if any, is in report.json)."
 
