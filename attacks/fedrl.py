@@ -335,9 +335,10 @@ def attack_arrays(
     out["seconds"] = time.perf_counter() - t0
     out["summary"] = (
         f"sigma={cfg.sigma:g}, clip={cfg.clip_outputs}: beta's cells mean accuracy "
-        f"{out['cells_mean_accuracy']:.3f} (chance {out['cells_mean_chance']:.3f}); best cell "
+        f"{out['cells_mean_accuracy']:.3f} (chance {out['cells_mean_chance']:.3f}); best "
         f"{best['target']} {best['accuracy']:.3f} [{best['accuracy_ci'][0]:.3f}, "
-        f"{best['accuracy_ci'][1]:.3f}] vs ceiling {best['ceiling']:.3f} (per-row eps "
+        f"{best['accuracy_ci'][1]:.3f}] (chance {best['chance']:.3f}) vs ceiling "
+        f"{best['ceiling']:.3f} (per-row eps "
         f"{mech.epsilon:.4g})"
         + (
             f"; alpha's bump from Y {out['rewards']['accuracy']:.3f} (chance "

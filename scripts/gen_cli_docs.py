@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,9 @@ def walk(
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Help text in a table cell: one line, '|' escaped, and a '<' that opens a tag as an entity
+    (a placeholder such as runs/demo-<timestamp> is otherwise an HTML tag, shown as nothing)."""
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", " ".join(str(text).split()).replace("|", "\\|"))
 
 
 def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:

@@ -39,6 +39,7 @@ def test_train_attack_report(tmp_path, capsys) -> None:
     assert main(["report", str(run), str(audit), "--out", str(rep)]) == 0
     md = (rep / "report.md").read_text()
     assert "One-run audit" in md and "Privacy guarantee" in md
+    assert "## One-run audit of the DP-SGD training" in md and "Opacus training" not in md
     # a run directory is evidence: training again into it is refused (exit 2)
     assert main([*TRAIN, "--out", str(run)]) == 2
 

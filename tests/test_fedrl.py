@@ -406,8 +406,15 @@ def test_cli_train_attack_report(tmp_path, capsys):
     assert (run / "attack_fedrl.json").is_file() and (run / "audit.json").is_file()
     doc = json.loads((run / "attack_fedrl.json").read_text())
     assert doc["attack"] == "fedrl-transcript" and 0 <= doc["accuracy"] <= 1
+    # the best cell named once, with its own chance (it said "best cell cell +2,-1 0.595 ...")
+    best = doc["extra"]["best_cell"]
+    assert f"best {best['target']} {best['accuracy']:.3f} [" in doc["extra"]["summary"]
+    assert f"] (chance {best['chance']:.3f}) vs ceiling" in doc["extra"]["summary"]
     assert _cli(["report", str(run)]) == 0
     md = (run / "report" / "report.md").read_text()
+    # one run has no t-interval: the text says so as the table does ("(1 run)", never "nan")
+    assert "(none with one run)" in md and "(1 run)" in md and "nan" not in md
+    assert "gave no text" not in md and "the same result file" in md
     assert "FedRL: privacy of what the agents exchange" in md
     assert "FedRL: attack on the transcript" in md
     # a second attack must not overwrite the evidence

@@ -138,7 +138,7 @@ def test_empty_algorithm_section_says_where_its_audit_is(tmp_path: Path) -> None
         run, figures=False, sections_registry=reg, ledger=system_ledger("fedrl", run)
     )
     html, md = rep.to_html(), rep.to_markdown()
-    note = "the audit it refers to is the one shown under"
+    note = "audit is the one shown under"  # the Audits section (the same result file)
     assert note in html and note in md
     assert "<p></p>" not in html
     # the infinite count is one number everywhere (tightest method): 2 ids, never 4

@@ -49,6 +49,10 @@ def test_every_contents_link_lands_and_every_term_is_defined(report) -> None:
     nav = re.search(r'<nav class="toc">(.*?)</nav>', page).group(1)
     targets = re.findall(r'href="#([^"]+)"', nav)
     assert len(targets) >= 8 and set(targets) <= ids, set(targets) - ids
+    # each link reads as the heading it lands on (the verdict's heading adds the verdict)
+    heads = set(re.findall(r"<h2[^>]*>([^<]*)</h2>", page))
+    names = re.findall(r'href="#[^"]+">([^<]+)</a>', nav)
+    assert [n for n in names if n != "Verdict" and n not in heads] == [], heads
     used = re.findall(r'class="term" href="#(g-[^"]+)"', page)
     assert used and set(used) <= ids  # every term link has its glossary entry
     glossary = page[page.index('id="glossary"') :]

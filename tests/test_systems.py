@@ -198,7 +198,9 @@ def test_audit_run_dir_refuses_what_it_cannot_audit(tmp_path: Path, capsys) -> N
 def test_dpsgd_is_refused_by_the_one_shot_auditor_with_the_reason() -> None:
     cfg = systems.get("dprl").config_from_dict({"algo": "dqn", "privacy": "dpsgd"})
     with pytest.raises(
-        InvalidParameterError, match="Poisson-subsampled Gaussian.*attack membership"
+        InvalidParameterError,  # membership --run-dir writes nothing into the run: --out FILE
+        match=r"Poisson-subsampled Gaussian.*attack membership --run-dir RUN --out FILE.*"
+        r"`ldp-audit report RUN FILE` reads it",
     ):
         systems.get("dprl").audit_targets(cfg)
 

@@ -147,12 +147,12 @@ def dprl_targets(cfg: Any) -> list[tuple[str, Any]]:
         return [("observation", cfg.obs_mechanism())]
     if cfg.privacy == "dpsgd":
         hint = (
-            "`ldp-audit attack membership --run-dir RUN` runs the one-run canary audit "
-            "(Steinke, Nasr & Jagielski 2023) on this run's planted canaries"
+            "`ldp-audit attack membership --run-dir RUN --out FILE` runs the one-run canary "
+            "audit (Steinke, Nasr & Jagielski 2023) on this run's planted canaries"
             if cfg.canaries
             else "train with --canaries N and audit the run with `ldp-audit attack membership "
-            "--run-dir RUN` (the one-run canary audit, Steinke, Nasr & Jagielski 2023)"
-        )
+            "--run-dir RUN --out FILE` (the one-run canary audit, Steinke, Nasr & Jagielski 2023)"
+        ) + "; `ldp-audit report RUN FILE` reads it (nothing is written into the run)"
         raise InvalidParameterError(
             "this dprl run released DP-SGD updates: a Poisson-subsampled Gaussian mechanism "
             f"(sample rate {cfg.sample_rate:g}, noise multiplier {cfg.noise_multiplier:g}) "

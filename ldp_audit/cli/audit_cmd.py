@@ -10,11 +10,11 @@
 ``MODULE:ATTR`` loads a user's mechanism (an object, a class or a factory; ``--param key=value``
 arguments are passed to the class or factory) or pairs (a list of (x, x2) or a zero-argument
 callable returning one) or a statistic (``--statistic MODULE:FUNCTION``, repeatable: the
-Python API's ``statistics=``) from an importable module; the current directory is put on
-``sys.path`` first. A user mechanism's claim is its own ``epsilon`` (and ``delta``) attribute:
-``--epsilon`` is refused for it. With ``--scalar``, ``MODULE:ATTR`` is instead a scalar function
-of another library (``ldp_audit.audit.from_scalar``) and ``--epsilon`` / ``--delta`` pass the
-library's own claim. Options that a mechanism does not use are refused, never
+Python API's ``statistics=``) from an importable module; the current directory is put last on
+``sys.path`` (docs/cli.md). A user mechanism's claim is its own ``epsilon`` (and ``delta``)
+attribute: ``--epsilon`` is refused for it. With ``--scalar``, ``MODULE:ATTR`` is instead a scalar
+function of another library (``ldp_audit.audit.from_scalar``) and ``--epsilon`` / ``--delta`` pass
+the library's own claim. Options that a mechanism does not use are refused, never
 silently ignored. Exit codes: 0 no violation found, 1 violation (either verdict), 2 usage or
 input error (including a failing user object). The progress bar goes to stderr; ``--json``
 prints ``AuditResult.to_dict()`` on stdout.

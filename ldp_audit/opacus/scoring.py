@@ -553,20 +553,22 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> dict[str,
             data={"claim": claim, "privacy": priv},
         )
     ]
-    more, sampling = audit_sections(run_dir, extra, claim, met.get("updates"), prefix="opacus")
+    more, sampling = audit_sections(
+        run_dir, extra, claim, met.get("updates"), prefix="opacus", trainer="Opacus"
+    )
     out: dict[str, Any] = {"sections": sections + more}
     if sampling is not None:
         out["statement"] = {"sampling": [sampling, "attack_membership.json sampling test"]}
     return out
 
 
-def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any],
-                   updates: Any, *, prefix: str) -> tuple[list[dict], str | None]:  # fmt: skip
+def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any], updates: Any,
+                   *, prefix: str, trainer: str) -> tuple[list[dict], str | None]:  # fmt: skip
     """The report's sections of a run's one-run audits (:func:`audit_evidence` results in its
     attack files): the coverage (every tensor: tested or not, with the power of its noise test)
     and every test with the family bound; and the privacy statement's sampling line (None
     without a white-box audit). Shared by the ``opacus`` and ``dprl`` systems (``prefix``: the
-    sections' id prefix)."""
+    sections' id prefix; ``trainer``: what trained, in the audit section's title)."""
     from ldp_audit.report import one_run_audit_documents
     from ldp_audit.report.plugin import section
 
@@ -674,7 +676,7 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
         sections.append(
             section(
                 f"{prefix}-audit",
-                "One-run audit of the Opacus training",
+                f"One-run audit of the {trainer} training",
                 [
                     "Each test reads the same run and takes a Bonferroni share of 1 - "
                     "confidence (the ledger check is deterministic): a correct trainer is "

@@ -24,7 +24,7 @@ class LedgerStats:
     """Per-agent spend, aligned arrays (one entry per agent in the ledger).
 
     Attributes:
-        agents: agent ids ("<trial>/<agent>").
+        agents: agent ids (``"<trial>/<agent>"``).
         basic: epsilon spent under basic sequential composition.
         best: epsilon spent under the tightest valid method.
         method: the method that gave ``best`` for each agent.

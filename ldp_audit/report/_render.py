@@ -129,7 +129,8 @@ def _ledger_note(led: dict[str, Any]) -> str:
 _NOT_RUN = {
     "audits": "Not run: no audit.json in this run directory or the extra inputs. Run "
     "`ldp-audit audit --run-dir RUN` (it audits every mechanism the run released through and "
-    "writes RUN/audit.json), then `ldp-audit report RUN` again to verify the claim.",
+    "writes RUN/audit.json, or names the command that audits a run it cannot), then `ldp-audit "
+    "report RUN` again to verify the claim.",
     "attacks": "Not run: no attack_*.json in this run directory or the extra inputs. Run "
     "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
     "attacks_one_run": "Not run: no attack other than the one-run audit (under Audits). Run "
@@ -158,6 +159,8 @@ def _code_spans(text: str) -> str:
     return "".join(out)
 
 
+#: the configuration section's heading, also its contents entry
+_CONFIG_TITLE = "Run configuration and environment"
 _VERDICT_CLASS = {
     "violation": "violation",
     "consistent": "consistent",
@@ -206,8 +209,8 @@ def _empty_section_note(sec: dict[str, Any]) -> str | None:
     data = sec.get("data") or {}
     if any(k in data for k in ("audit", "audits")):
         return (
-            "The algorithm gave no text for this section; the audit it refers to is the one "
-            'shown under "Audits of the mechanisms used" above (the same result file).'
+            'This section\'s audit is the one shown under "Audits of the mechanisms used" above '
+            "(the same result file; its entries are in report.json)."
         )
     return "The algorithm gave no content for this section (its data, if any, is in report.json)."
 
@@ -349,7 +352,7 @@ def _body(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> list[str]:
             d.table(tb["header"], tb["rows"])
         for name in sec["figures"]:
             d.fig(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}")
-    d.h2("config", "Run configuration and environment")
+    d.h2("config", _CONFIG_TITLE)
     d.table(*t["run"])
     d.add("<details><summary>Full training configuration</summary>")
     d.table(*t["config"])
@@ -393,7 +396,7 @@ def _head(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> None:
     )
     heads = [title for a, title in TOC if a not in ("summary", "verdict")]
     heads += [sec["title"] for sec in m.get("sections") or []]
-    heads += ["Run configuration and environment", "Glossary"]
+    heads += [_CONFIG_TITLE, "Glossary"]
     d.add("@@TOC@@", "Contents: " + " · ".join(f"[{h}](#{_slug(h)})" for h in heads))
     d.add("</section>")
     d.add(
@@ -439,7 +442,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     if terms:
         body += "\n" + glossary_html(terms)
     extra = [(f"section-{sec['id']}", sec["title"]) for sec in model.get("sections") or []]
-    extra += [("config", "Run configuration")] + ([("glossary", "Glossary")] if terms else [])
+    extra += [("config", _CONFIG_TITLE)] + ([("glossary", "Glossary")] if terms else [])
     links = "".join(f'<a href="#{html.escape(a)}">{html.escape(x)}</a> ' for a, x in [*TOC, *extra])
     body = link_terms(
         body.replace("@@TOC@@", f'<nav class="toc">Contents: {links}</nav>', 1), terms

@@ -85,7 +85,7 @@ def method_words(method: str | None) -> str:
 
 
 def versions_words(cfg: dict[str, Any]) -> str:
-    """ "ldp_audit <version>" as config.json records it (or that it is not recorded)."""
+    """``"ldp_audit <version>"`` as config.json records it (or that it is not recorded)."""
     v = _obj(cfg, "versions")
     own = v.get("ldp_audit")
     return f"ldp_audit {own}" if own else f"ldp_audit version {NOT_RECORDED}"

@@ -62,6 +62,6 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
 
     # the one-run audits: the same coverage and tests table as a user's Opacus loop
     more, _ = audit_sections(run_dir, extra, {"sample_rate": cfg.sample_rate},
-                             met.get("updates"), prefix="dprl")  # fmt: skip
+                             met.get("updates"), prefix="dprl", trainer="DP-SGD")  # fmt: skip
     sections += more
     return sections

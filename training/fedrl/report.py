@@ -102,7 +102,7 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     paras = [
         f"Greedy episodes on {cfg.get('eval_maps')} test maps after "
         f"{cfg.get('train_steps')} training iterations x {cfg.get('n_envs')} maps; "
-        "SuccRate with a 95 % t-interval over runs (nan with one run). The paper trained "
+        "SuccRate with a 95 % t-interval over runs (none with one run). The paper trained "
         "far longer; see reports/fedrl/README.md for the reproduction."
     ]
     if cfg.get("meeting_rule", "manhattan") == "public-code":

@@ -39,8 +39,8 @@ def train(
     ``ledger``, if given, or an in-memory one).
 
     The run directory (docs/frd.md): config.json (algorithm "frd", config.mode "frd"/"fedavg"),
-    ledger.sqlite (agent id "<group>/<agent>", one charge per upload), transcript.npz, secrets.npz,
-    metrics.json, model.npz, manifest.json.
+    ledger.sqlite (agent id ``"<group>/<agent>"``, one charge per upload), transcript.npz,
+    secrets.npz, metrics.json, model.npz, manifest.json.
     """
     if not isinstance(cfg, FrdConfig):
         raise InvalidParameterError(f"cfg must be an FrdConfig, got {type(cfg).__name__}")

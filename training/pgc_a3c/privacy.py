@@ -159,7 +159,7 @@ def privatize_reports(
         grads: (n, 112) raw gradients (never leave this function).
         mechanism: per-submission mechanism (``privatize(x, rng)`` and ``epsilon``).
         accountant: ``ldp_audit.accountant.Accountant`` (``charge_many``).
-        agent_ids: ledger agent id per row ("<trial>/<agent>").
+        agent_ids: ledger agent id per row (``"<trial>/<agent>"``).
         trial, agent: (n,) ids carried with the report (``rel.trial``, ``rel.agent``).
         rng: noise generator.
         clip: if given, rows are clipped to L1 norm clip/2 first (eq. 19; the ``none`` baseline,

@@ -90,7 +90,7 @@ class PgcRun:
     secrets: dict[str, np.ndarray] | None
 
     def releases(self) -> list[str]:
-        """The ledger id ("<trial>/<agent>") of every transcript row, in arrival order."""
+        """The ledger id (``"<trial>/<agent>"``) of every transcript row, in arrival order."""
         pairs = np.stack([self.transcript[k].astype(np.int64) for k in ("trial", "agent")], 1)
         return [f"{t}/{a}" for t, a in pairs.tolist()]
 

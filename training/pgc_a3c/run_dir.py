@@ -4,7 +4,7 @@
 
     RUN_DIR/
       config.json      {"algorithm", "config", "mechanism", "seed", "versions", "created"}
-      ledger.sqlite    the accountant's ledger; agent id = "<trial>/<agent>"
+      ledger.sqlite    the accountant's ledger; agent id = ``"<trial>/<agent>"``
       transcript.npz   what crossed the trust boundary, one row per submission in arrival order:
                        trial, agent, worker, round, submission, theta_index (N,) int64,
                        report (N, 112), score (N,), and thetas (V, 112)
