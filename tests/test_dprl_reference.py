@@ -83,3 +83,55 @@ def test_dpsgd_step_equals_a_plain_per_sample_clip_and_noise_step(sigma: float, 
     assert acc.spent_detail("model", delta=1e-5, method="rdp").charges == 1
     if sigma:
         assert cfg.update_event() == GaussianEvent(sigma)
+
+
+def test_trainer_update_equals_textbook_reinforce_of_the_played_episodes(monkeypatch) -> None:
+    """``train`` end to end (dropout 0: no layer, it crashed on an empty mask list before) against
+    textbook REINFORCE of the episodes the env actually played (recorded at the env): returns
+    G_t = 1 + gamma G_{t+1}, normalised per episode (population std), loss -sum_t A_t log pi,
+    each episode's gradient clipped to C, averaged; sigma 0, so the released update is exact."""
+    import gymnasium as gym
+
+    from ldp_audit.training.dprl.trainer import train
+
+    steps: list[tuple] = []
+    make = gym.make_vec
+
+    class Recorder(gym.vector.VectorWrapper):
+        def reset(self, **kw):  # noqa: ANN003, ANN202
+            obs, info = self.env.reset(**kw)
+            steps.append((obs.copy(), None, None))
+            return obs, info
+
+        def step(self, actions):  # noqa: ANN001, ANN202
+            obs, rew, term, trunc, info = self.env.step(actions)
+            steps.append((obs.copy(), np.array(actions), term | trunc))
+            return obs, rew, term, trunc, info
+
+    monkeypatch.setattr(gym, "make_vec", lambda *a, **k: Recorder(make(*a, **k)))
+    clip = 0.05
+    cfg = DprlConfig(algo="reinforce", privacy="dpsgd", noise_multiplier=0.0, clip=clip,
+                     num_envs=2, hidden=8, dropout=0.0, episodes=2, store_updates=True)  # fmt: skip
+    res = train(cfg, seed=3)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    torch.nn.utils.vector_to_parameters(torch.tensor(res.initial, dtype=torch.float32),
+                                        net.parameters())  # fmt: skip
+    total = 0.0
+    for e in range(2):
+        states, actions = [steps[0][0][e]], []
+        for obs, act, done in steps[1:]:
+            actions.append(int(act[e]))
+            if done[e]:
+                break
+            states.append(obs[e])
+        g = np.zeros(len(actions))
+        for t in reversed(range(len(actions))):
+            g[t] = 1.0 + cfg.gamma * (g[t + 1] if t + 1 < len(actions) else 0.0)
+        adv = torch.tensor((g - g.mean()) / (g.std() + 1e-8), dtype=torch.float32)
+        logp = torch.log_softmax(net(torch.tensor(np.array(states))), -1)
+        loss = -(adv * logp[torch.arange(len(actions)), torch.tensor(actions)]).sum()
+        grads = torch.autograd.grad(loss, list(net.parameters()))
+        flat = torch.cat([x.reshape(-1) for x in grads]).double().numpy()
+        assert res.returns[e] == len(actions)
+        total = total + flat * min(1.0, clip / (np.linalg.norm(flat) + 1e-6))
+    np.testing.assert_allclose(res.transcript["update"][0], total / 2, rtol=1e-4, atol=1e-7)

@@ -113,7 +113,7 @@ def make_network(cfg: DprlConfig, gen: Any) -> Any:
             self.replay: torch.Tensor | None = None
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            if not self.training or self.p == 0:
+            if not self.training:
                 return x
             if self.replay is not None:
                 keep = self.replay
@@ -134,7 +134,7 @@ def make_network(cfg: DprlConfig, gen: Any) -> Any:
             lin.bias.uniform_(-bound, bound, generator=gen)
         layers.append(lin)
         if i < len(s) - 2:
-            if cfg.algo == "reinforce":
+            if cfg.algo == "reinforce" and cfg.dropout > 0:  # none at 0: no masks to replay
                 layers.append(GenDropout())
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
