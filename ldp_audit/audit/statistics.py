@@ -396,8 +396,9 @@ def build_statistics(
     limit = min(_MAX_CELLS, (len(r1) + len(r2)) // 4)
     # a prefix with more distinct rows than the limit settles it without the full count
     head = np.concatenate([r1[: 8 * _MAX_CELLS], r2[: 8 * _MAX_CELLS]])
-    rows = sorted_unique(head).size  # distinct rows (of the prefix when it settles it)
-    discrete = rows <= limit and (rows := sorted_unique(np.concatenate([r1, r2])).size) <= limit
+    n_rows = sorted_unique(head).size  # distinct rows (of the prefix when it settles it)
+    n_rows = n_rows if n_rows > limit else sorted_unique(np.concatenate([r1, r2])).size
+    discrete = n_rows <= limit
 
     def describe_row(q: int) -> str:
         for rows, keys in ((ya1, r1), (ya2, r2)):
@@ -450,7 +451,7 @@ def build_statistics(
         stats.append(_Formula("l1-norm", "||y||_1", lambda y: np.abs(y).sum(axis=1)))
         stats.append(_Formula("l2-norm", "||y||_2", lambda y: np.sqrt(np.einsum("ij,ij->i", y, y))))
         stats.append(_Classifier(ya1, ya2))
-    if k == x.shape[0] and rows > _FEW_CELLS:
+    if k == x.shape[0] and n_rows > _FEW_CELLS:
         # the input cells: outputs equal to x or to x2, in an output space that is the input's
         # own (randomised response's, the exponential mechanism's) with too many cells for the
         # cells fitted on A to single out the inputs' own (a rare release of the input itself)
