@@ -119,14 +119,14 @@ class InputLeak:
     under x and none under x2 (true epsilon infinite). Outputs are continuous otherwise, so the
     discrete-cell statistic does not apply and no threshold of a coordinate isolates the atom."""
 
-    def __init__(self, epsilon: float = 1.0, p: float = 1e-3, clamp: float | None = None):
-        self.epsilon, self.p, self.clamp = epsilon, p, clamp
+    def __init__(self, epsilon=1.0, p=1e-3, clamp: float | None = None, offset: float = 0.0):
+        self.epsilon, self.p, self.clamp, self.offset = epsilon, p, clamp, offset
 
     def privatize(self, x, rng):
         x = np.asarray(x, float)
         y = x + rng.laplace(0.0, 1.0 / self.epsilon, x.shape)
         leak = rng.random(x.shape[0]) < self.p
-        y[leak] = x[leak]
+        y[leak] = x[leak] + self.offset
         return y if self.clamp is None else np.clip(y, -self.clamp, self.clamp)
 
 
@@ -134,16 +134,23 @@ _PAIR = [(np.array([0.3]), np.array([0.7]))]
 
 
 @pytest.mark.parametrize("float_bits", [False, True])
-def test_a_release_of_the_input_itself_is_a_distribution_violation(float_bits):
+@pytest.mark.parametrize("offset", [0.0, 0.05])
+def test_a_release_of_the_input_itself_is_a_distribution_violation(float_bits, offset):
     # p = 1e-3 at 4 x 10^5 samples: about 20 atoms at 0.3 in each selection half, 360 among
     # the estimation outputs of x against none of x2. Before the atom statistic the
     # distribution bound was 0.98 (no violation), and with float bits on (x = -1, 1) the leak
-    # was blamed on the float representation. Fixed seed.
-    r = audit(InputLeak(), _PAIR, samples=400_000, rng=0, float_bits=float_bits)
+    # was blamed on the float representation. The input itself is the input cells' event
+    # ({y = x}); an atom beside it (x + 0.05) is the repeated rows'. Fixed seed.
+    r = audit(InputLeak(offset=offset), _PAIR, samples=400_000, rng=0, float_bits=float_bits)
     assert r.distribution.violation and r.leak == "distribution"
     assert r.distribution.epsilon_lower_bound > 3.0
-    assert r.distribution.witness.family == "atoms"
-    assert any(f"cells: y = [{v}]" in r.distribution.witness.event for v in (0.3, 0.7))
+    if offset == 0.0:
+        assert r.distribution.witness.family == "input-cells"
+        assert r.distribution.witness.event.startswith("[y = x] - [y = x2]")
+    else:
+        assert r.distribution.witness.family == "atoms"
+        cells = (0.3 + offset, 0.7 + offset)
+        assert any(f"cells: y = [{v}]" in r.distribution.witness.event for v in cells)
 
 
 def test_atoms_of_a_correct_clamped_mechanism_are_no_violation():
@@ -157,3 +164,60 @@ def test_atoms_of_a_correct_clamped_mechanism_are_no_violation():
         r = audit(m, _PAIR, samples=200_000, rng=seed, confidence=0.999, float_bits=False)
         assert not r.distribution.violation
         assert r.distribution.epsilon_lower_bound > 0.2  # the pair's true epsilon is 0.4
+
+
+class ExponentialMechanism:
+    """The exponential mechanism over the candidates 0..k-1 with the utility [c = x]
+    (sensitivity 1): P(c) proportional to exp(scale epsilon u / 2). ``scale`` 1 is correct (true
+    epsilon on the pair (0, 1): epsilon / 2); ``scale`` 3 is broken (3 epsilon / 2)."""
+
+    def __init__(self, k: int, scale: float = 1.0, epsilon: float = 1.0):
+        self.k, self.scale, self.epsilon = k, scale, epsilon
+
+    def privatize(self, x, rng):
+        w = np.exp(self.scale * self.epsilon * (np.arange(self.k) == x[0, 0]) / 2)
+        return rng.choice(self.k, size=(x.shape[0], 1), p=w / w.sum()).astype(float)
+
+
+_EM_PAIR = [(np.array([0.0]), np.array([1.0]))]
+
+
+def test_exponential_mechanism_over_many_candidates_needs_no_event():
+    # The leak sits in the inputs' own cells (probability 1.5e-4 and 4.5e-4 of 10,000 outputs
+    # under the broken one's two inputs), too rare for the cells fitted on the selection samples
+    # to single out. Before the input cells: bound 0.000 at 10^6 samples (no violation; seeds
+    # 0-7 of the fix: 1.05-1.27, all refuting); the correct one over 100 candidates read 0.004
+    # at 10^5 (0.306-0.393 after, seeds 0-5). Fixed seeds.
+    r = audit(
+        ExponentialMechanism(10_000, scale=3.0),
+        _EM_PAIR,
+        samples=1_000_000,
+        rng=0,
+        float_bits=False,
+        profile=False,
+        tradeoff=False,
+    )
+    assert r.violation and r.distribution.witness.family == "input-cells"
+    assert r.epsilon_lower_bound > 1.0  # true 1.5
+    r = audit(
+        ExponentialMechanism(100),
+        _EM_PAIR,
+        samples=100_000,
+        rng=0,
+        float_bits=False,
+        profile=False,
+        tradeoff=False,
+    )
+    assert 0.25 < r.epsilon_lower_bound  # true 0.5
+    # the correct one at confidence 1 - 1e-6: a false failure has probability <= 1e-6
+    r = audit(
+        ExponentialMechanism(1_000),
+        _EM_PAIR,
+        samples=1_000_000,
+        rng=0,
+        confidence=1 - 1e-6,
+        float_bits=False,
+        profile=False,
+        tradeoff=False,
+    )
+    assert not r.violation and r.epsilon_lower_bound > 0.1  # 0.182

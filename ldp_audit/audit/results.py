@@ -43,8 +43,9 @@ class Witness(_Json):
         event: readable description of the event S.
         family: the statistic family that produced S (``"coordinate"``, ``"projection"``,
             ``"l1-ratio"``, ``"l1-norm"``, ``"l2-norm"``, ``"classifier"``, ``"cells"``,
-            ``"atoms"``, ``"float-bits"``, ``"user"``: a statistic passed in ``statistics=`` or
-            shipped by the mechanism's ``audit_statistics()``, named in ``event``).
+            ``"atoms"``, ``"input-cells"``, ``"float-bits"``, ``"user"``: a statistic passed in
+            ``statistics=`` or shipped by the mechanism's ``audit_statistics()``, named in
+            ``event``).
         k1: estimation count of S among n1 outputs of M(x).
         n1: estimation samples of M(x).
         k2: estimation count of S among n2 outputs of M(x2).

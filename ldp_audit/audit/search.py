@@ -185,7 +185,7 @@ def _fit_statistics(
     tick(2 * plan.n_a)  # (counted as drawn even when capped for wide outputs)
     snap = fit_snap(ya1, ya2)
     sa1, sa2 = snap(ya1), snap(ya2)
-    inner, j, discrete = build_statistics(x, x2, sa1, sa2)
+    inner, j, discrete = build_statistics(x, x2, sa1, sa2, snap)
     pooled_a = np.concatenate([ya1, ya2])
     stats: list[ScoreStatistic] = [Snapped(st, snap, pooled_a) for st in inner]
     if o.float_bits and not discrete:

@@ -4,7 +4,8 @@ For every input pair :func:`build_statistics` fits a handful of deterministic ma
 output batch to one real score per row (the output coordinate that separates the pair best, the
 projection onto ``x - x2``, the median-anchored L1 log-ratio, the L1 and L2 norms, a
 logistic-regression score, a log-ratio score of discrete output cells, or of the repeated rows
-of continuous outputs); :class:`Snapped` reads them on outputs rounded to a 2^-32-relative grid
+of continuous outputs, the outputs equal to either input); :class:`Snapped` reads them on
+outputs rounded to a 2^-32-relative grid
 (the *distribution* reading), and
 :func:`float_cell_statistic` scores the floating-point bit cells of the raw outputs (the
 *implementation* reading, Mironov 2012). :class:`UserStatistic` wraps a user's
@@ -29,6 +30,8 @@ from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 _CLASSIFIER_ROWS = 20_000
 #: at most this many distinct output rows for the discrete-cell statistic.
 _MAX_CELLS = 4096
+#: more distinct output rows than this on A (and outputs as wide as the input): the input cells.
+_FEW_CELLS = 64
 
 
 def sorted_unique(v: np.ndarray) -> np.ndarray:
@@ -382,19 +385,20 @@ def statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]
 
 
 def build_statistics(
-    x: np.ndarray, x2: np.ndarray, ya1: np.ndarray, ya2: np.ndarray
+    x: np.ndarray, x2: np.ndarray, ya1: np.ndarray, ya2: np.ndarray, snap: Callable | None = None
 ) -> tuple[list[ScoreStatistic], int, bool]:
     """The few statistics tried for one pair (kept small so Bonferroni stays cheap), the
-    output coordinate that separates the pair best, and whether the outputs are discrete."""
+    output coordinate that separates the pair best, and whether the outputs are discrete.
+    ``snap`` (the outputs' grid, :func:`fit_snap`) puts the inputs on it for the input cells."""
     k = ya1.shape[1]
     stats: list[ScoreStatistic] = []
     r1, r2 = _row_keys(ya1), _row_keys(ya2)
     limit = min(_MAX_CELLS, (len(r1) + len(r2)) // 4)
     # a prefix with more distinct rows than the limit settles it without the full count
     head = np.concatenate([r1[: 8 * _MAX_CELLS], r2[: 8 * _MAX_CELLS]])
-    discrete = sorted_unique(head).size <= limit and (
-        sorted_unique(np.concatenate([r1, r2])).size <= limit
-    )
+    n_rows = sorted_unique(head).size  # distinct rows (of the prefix when it settles it)
+    n_rows = n_rows if n_rows > limit else sorted_unique(np.concatenate([r1, r2])).size
+    discrete = n_rows <= limit
 
     def describe_row(q: int) -> str:
         for rows, keys in ((ya1, r1), (ya2, r2)):
@@ -447,4 +451,11 @@ def build_statistics(
         stats.append(_Formula("l1-norm", "||y||_1", lambda y: np.abs(y).sum(axis=1)))
         stats.append(_Formula("l2-norm", "||y||_2", lambda y: np.sqrt(np.einsum("ij,ij->i", y, y))))
         stats.append(_Classifier(ya1, ya2))
+    if k == x.shape[0] and n_rows > _FEW_CELLS:
+        # the input cells: outputs equal to x or to x2, in an output space that is the input's
+        # own (randomised response's, the exponential mechanism's) with too many cells for the
+        # cells fitted on A to single out the inputs' own (a rare release of the input itself)
+        a, b = (snap(v[None, :])[0] if snap else v for v in (x, x2))
+        in_a = lambda y: (y == a).all(1) * 1.0 - (y == b).all(1)  # noqa: E731
+        stats.append(_Formula("input-cells", "[y = x] - [y = x2]", in_a))
     return stats, j, discrete
