@@ -444,6 +444,27 @@ def test_resume_on_a_different_config_or_a_non_run_is_refused(
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == snapshot
 
 
+def test_a_run_without_its_manifest_is_told_the_way_out_and_the_way_works(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed before it sealed its files (SIGKILL, the watchdog's forced exit) has no
+    manifest.json: every reader said only that it "is missing" (session 50's probe); the
+    message now names --resume and --overwrite, and the --resume it names finishes the run."""
+    (run / "manifest.json").unlink()
+    for argv in (
+        ["budget", str(run), "--verify"],
+        ["report", str(run), "-o", str(run.parent / "o")],
+    ):
+        code, _, err = run_cli(argv, capsys)
+        assert code == 2 and "manifest.json is missing" in err, err
+        assert "--resume" in err and "--overwrite" in err and "Traceback" not in err, err
+    assert main([*TINY, "--epsilon", "1", "--out", str(run), "--resume"]) == 0
+    from ldp_audit.rundir import verify_run
+
+    res = verify_run(run)
+    assert res.ok and res.status == "complete", res.problems
+
+
 def test_a_config_json_with_a_field_of_no_config_is_named_not_a_crash(
     run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
