@@ -891,3 +891,16 @@ def test_an_interrupted_attack_out_leaves_no_half_file(
     capsys.readouterr()
     assert main(argv) in (0, 1)  # the rerun needs no --overwrite
     assert json.loads(out.read_text())["attack"]
+
+
+def test_a_sweep_that_fails_leaves_no_out_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Session 50's probe: ``attack sweep --shadow 2`` (within the parser's bound, too few for
+    its classifier) failed in its first task with exit 2 and left the --out folder it had made
+    before the sweep ran (empty), where nothing should be half-written."""
+    out = tmp_path / "sweep"
+    argv = ["attack", "sweep", "--agents", "30", "--shadow", "2", "--thetas", "init", "--quiet"]
+    code, _, err = run_cli([*argv, "--out", str(out)], capsys)
+    assert code == 2 and "Traceback" not in err, err
+    assert not out.exists()
