@@ -195,10 +195,7 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
     old = {sig: signal.getsignal(sig) for sig in sigs}
 
     def on_signal(signum: int, frame: Any) -> None:
-        # a second signal acts at once; so does a first one before any report was released:
-        # the flag is read between steps, and the first step loads the compiled kernels
-        # (seconds on a loaded machine, past the CLI watchdog's grace); no transcript to keep
-        if engine.stop_requested or not engine.n_sub.any():
+        if engine.stop_requested:  # a second signal: act at once
             h = old[signum]
             if callable(h):
                 h(signum, frame)
