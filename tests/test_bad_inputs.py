@@ -190,8 +190,10 @@ def test_blank_paths_are_refused_not_read_as_the_default(
             argv = [*path, f"{action.option_strings[-1]}={blank}"]
             name = action.option_strings[-1]
         else:
-            argv = [*path, blank]
-            name = action.metavar
+            leaf = dict((tuple(p), x) for p, x in _leaves(build_parser()))[tuple(path)]
+            first = [a.dest for a in leaf._actions if not a.option_strings].index(action.dest)
+            argv = [*path, *["x"] * first, blank]  # reproduce check COMMITTED: after RERUN
+            name = action.metavar or action.dest
         assert_input_error(argv, capsys, name)
 
 
@@ -247,6 +249,8 @@ def test_only_nan_and_negative_infinity_are_handed_on_and_then_refused(
         (["reproduce", "frd", "--agents", "2,"], "--agents", False),
         (["reproduce", "frd", "--ldp-epsilons", "1,,10"], "--ldp-epsilons", False),
         (["reproduce", "frd", "--ldp-epsilons", " "], "", True),
+        (["reproduce", "check", "r", "x" * 300], "committed", False),  # was Errno 36, unnamed
+        (["reproduce", "check", " ", "c"], "rerun", False),
     ],
     ids=lambda x: str(x)[:60],
 )
