@@ -251,6 +251,7 @@ def test_only_nan_and_negative_infinity_are_handed_on_and_then_refused(
         (["reproduce", "frd", "--ldp-epsilons", " "], "", True),
         (["reproduce", "check", "r", "x" * 300], "committed", False),  # was Errno 36, unnamed
         (["reproduce", "check", " ", "c"], "rerun", False),
+        (["budget", "L", "--agent", ""], "--agent", False),  # named "agent id" after the read
     ],
     ids=lambda x: str(x)[:60],
 )
