@@ -321,7 +321,6 @@ def run_from_args(args: argparse.Namespace) -> int:
     out_dir = check_report_dir(
         args.out, overwrite=args.overwrite, generated=("sweep.json", "sweep.png")
     )  # before the sweep runs
-    out_dir.mkdir(parents=True, exist_ok=True)
     doc = sweep(
         thetas=[t.strip() for t in args.thetas.split(",") if t.strip()],
         n_agents=args.agents,
@@ -335,6 +334,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         workers=args.workers,
     )
     doc["settings"]["command"] = " ".join(sys.argv)
+    out_dir.mkdir(parents=True, exist_ok=True)  # after the sweep: a failed one leaves no folder
     with report_written(out_dir):  # an interruption leaves no half report
         (out_dir / "sweep.json").write_text(json.dumps(doc, indent=1))
         plot(doc, out_dir / "sweep.png")

@@ -28,8 +28,8 @@ def parse_real(text: str, name: str) -> float:
     Accepted: plain ASCII decimal or scientific notation (``0.5``, ``-1``, ``1e-3``), surrounding
     spaces ignored (``inf``: :func:`real_in` with ``inf=True``). Refused, naming ``name`` and
     the text: the empty string, ``nan``, ``inf``, hexadecimal, Python's ``1_000``, non-ASCII
-    digits (``float('\uff11')`` would read 1), ``True``, and a finite literal too large for a
-    double (``1e309`` is not silently infinity).
+    digits (``float('\uff11')`` would read 1), ``True``, and a literal a double cannot hold:
+    ``1e309`` is not silently infinity, nor ``1e-400`` silently 0.
     """
     t = text.strip() if isinstance(text, str) else ""
     if t.lower() in _INF_WORDS:
@@ -41,7 +41,16 @@ def parse_real(text: str, name: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{name}: {text!r} is too large for a double (it would be read as infinity)"
         )
+    if _underflows(t, v):
+        raise argparse.ArgumentTypeError(
+            f"{name}: {text!r} is too small for a double (it would be read as 0)"
+        )
     return v
+
+
+def _underflows(t: str, v: float) -> bool:
+    """A literal with a non-zero digit before its exponent read as 0 (``1e-400``)."""
+    return v == 0 and any(c in "123456789" for c in re.split("[eE]", t)[0])
 
 
 def parse_int(
@@ -59,7 +68,7 @@ def parse_int(
     elif _DECIMAL.fullmatch(t):
         try:
             f = float(t)
-            if math.isfinite(f) and f.is_integer() and abs(f) <= 2**53:
+            if math.isfinite(f) and f.is_integer() and abs(f) <= 2**53 and not _underflows(t, f):
                 v = int(f)
         except (ValueError, OverflowError):
             v = None

@@ -474,6 +474,25 @@ def test_json_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     assert proc.returncode == 0
 
 
+def test_a_closed_stdout_is_no_internal_error(tmp_path: Path) -> None:
+    """Session 50's probe: ``ldp-audit budget LEDGER >&-`` (fd 1 closed, so sys.stdout is None)
+    ran, then exit 3 with a traceback from main's final ``sys.stdout.flush()``. The output is
+    dropped as Python's print drops it; the exit code is the command's."""
+    from ldp_audit.accountant import Accountant, LaplaceEvent
+
+    ledger = tmp_path / "l.sqlite"
+    with Accountant(ledger=str(ledger)) as acc:
+        acc.charge_many([("a", LaplaceEvent(1.0))])
+    proc = subprocess.run(
+        [*_cli_cmd(), "budget", str(ledger)],
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),
+        timeout=120,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+
+
 # ------------------------------------------------------------------------------- demo
 
 

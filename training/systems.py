@@ -456,7 +456,8 @@ def frd_options(p: Any) -> None:
     """``train frd --setting`` (a preset of six fields) and ``--private-param NAME=V1,V2``
     (one option, two fields)."""
 
-    p.add_argument("--setting", type=int, choices=range(1, 8), default=1, metavar="{1..7}",
+    p.add_argument("--setting", type=lambda t: parse_int(t, "--setting", minimum=1, maximum=7),
+                   default=1, metavar="{1..7}",
                    help="Table 1 setting (S, E, I, network size, cut components); --sections, "
                    "--exchange-period, --initial-episodes, --hidden, --layers and --proxy-dims "
                    "override it")  # fmt: skip

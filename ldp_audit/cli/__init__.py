@@ -220,7 +220,8 @@ def _main(argv: list[str] | None) -> int:
 
             backend_options(args)
         code = int(args.func(args) or 0)
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: fd 1 closed (``>&-``), print dropped the output
+            sys.stdout.flush()
         return code
     except BrokenPipeError:  # stdout closed early (``... --json | head``): quiet, no traceback
         with contextlib.suppress(OSError, ValueError):

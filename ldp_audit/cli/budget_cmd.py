@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "ledger", metavar="LEDGER", help="ledger.sqlite, or a run directory that holds one"
     )
-    p.add_argument("--agent", help="only this agent (e.g. 0/17)")
+    p.add_argument("--agent", type=_agent_id, help="only this agent (e.g. 0/17)")
     p.add_argument(
         "--delta",
         type=real_in("--delta", low=0.0, high=1.0, low_open=False),
@@ -128,6 +128,16 @@ def _run_delta(arg: str, budgets: dict[str, Any]) -> tuple[float, str]:
         if budgets[scope] is not None and budgets[scope].delta > 0:
             return budgets[scope].delta, f"the delta of the {what} the ledger records"
     return 0.0, "default: pure DP; pass --delta for Gaussian events"
+
+
+def _agent_id(text: str) -> str:
+    """``--agent``: an id a ledger can hold (not blank, no NUL), refused naming the option."""
+    from ldp_audit.accountant.ledger_format import check_text
+
+    try:
+        return check_text(text, "--agent", agent=True)
+    except InvalidParameterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _check_run(path: Path, allow: bool) -> bool:

@@ -84,7 +84,7 @@ class SignalWatchdog:
         process at once, without the interpreter's teardown (which can take seconds with torch
         loaded, or wait on a pool), flushing what was printed first."""
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # None: fd closed
                 stream.flush()
         self._kill_children()
         os._exit(code)

@@ -76,7 +76,8 @@ def key_value(option: str, *, finite: bool = True) -> Callable[[str], tuple[str,
 
 #: argparse dests that name a file or folder (every subcommand): blank values are refused
 PATH_DESTS = frozenset(
-    "out out_dir plot run_dir canary_run_dir report_dir migrate_to ledger cache".split()
+    "out out_dir plot run_dir canary_run_dir report_dir migrate_to ledger cache rerun "
+    "committed".split()
 )
 
 
