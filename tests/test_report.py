@@ -337,15 +337,17 @@ def test_html_escapes_run_content(tmp_path: Path) -> None:
 def test_ninety_thousand_agents_are_summarised(tmp_path: Path) -> None:
     # PGC at paper scale: 90,000 submissions, each by its own agent
     run = make_run(tmp_path / "big", trials=1, agents=90_000, submissions=90_000, d=2)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: the machine's load does not stretch it as it does wall
     rep = build_report(run, ledger=ledger_for(run, per_submission=5.0))
-    seconds = time.perf_counter() - t0
+    seconds = time.process_time() - t0
     led = rep.model["ledger"]
     assert led["agents"] == 90_000 and len(led["top_agents"]) == 10
     html = rep.to_html()
     assert html.count("<tr>") < 60  # tables summarise; no row per agent
     assert len(html) < 2_000_000
-    assert seconds < 30.0  # generous: ~3 s measured on the shared 2-core machine
+    # a per-agent loop in Python would cost minutes; ~3 s of CPU measured on the shared 2-core
+    # machine (a wall-clock bound failed at load 32: 46 s wall)
+    assert seconds < 30.0
 
 
 # ------------------------------------------------------- real ledger through the accountant
