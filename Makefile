@@ -90,7 +90,7 @@ reports: $(STAMP)
 	$(BIN)/python -m ldp_audit.training.committed_reports
 
 reproduce-frd: $(STAMP)
-	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 30 \
+	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --workers 2 --agents 1,2,4 --groups 30 \
 		--max-episodes 250
 
 # The documentation site (site/), strict: broken links and missing references fail.

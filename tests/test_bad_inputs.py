@@ -567,8 +567,8 @@ def _api_cases() -> list:
     for cls, base, names in fields:
         for f in names:
             values = dict(WRONG_TYPES)
-            if f in ("stop_at_mission",):  # a flag: True is valid, '1' and [1] are not
-                values = {k: v for k, v in values.items() if k not in ("bool", "npbool")}
+            if f in ("stop_at_mission",):  # a flag or None (unset): '1' and [1] are not
+                values = {k: v for k, v in values.items() if k not in ("bool", "npbool", "none")}
             if f in ("lr", "attack_clip"):
                 values.pop("none")  # None: the documented default (no clip / default rate)
             if f in ("methods", "gravities", "proxy_dims", "state_low", "attack_sigmas", "sizes",

@@ -45,6 +45,8 @@ TINY = dict(
         ({"proxy_dims": (0, 4)}, "proxy_dims must be an integer in [0, 3], got 4"),
         ({"proxy_dims": (1, 1)}, "proxy_dims must be distinct state components"),
         ({"mode": "dqn"}, "mode must be one of"),
+        ({"ldp_epsilon": 1.0, "stop_at_mission": True}, "stop_at_mission=True with ldp_epsilon=1"),
+        ({"stop_at_mission": 1}, "stop_at_mission must be"),
     ],
 )
 def test_bad_config_is_refused_with_parameter_and_value(kw, needle):

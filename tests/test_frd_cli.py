@@ -146,26 +146,32 @@ def test_bad_reproduce_leak_inputs_exit_2_naming_parameter(argv, needle, tmp_pat
     assert not out.exists()
 
 
-def test_ldp_run_that_stops_at_its_mission_says_its_epsilon_misses_the_upload_count(
-    tmp_path, capsys
-):
-    """With stop_at_mission (the default) the number of uploads depends on the agents' private
-    dynamics and is not charged: measured, 300 one-agent groups at 0.01 per upload (claim 0.10
-    over <= 10 uploads), P(fewer uploads) was 42/154 at gravity 4.9 and 3/146 at 19.6, an
-    epsilon lower bound of 1.24 at 95% (docs/frd.md). The run's text and report must say so;
-    a fixed schedule (--no-stop-at-mission) keeps the plain number."""
+def test_ldp_variant_keeps_a_fixed_upload_schedule_and_refuses_stop_at_mission(tmp_path, capsys):
+    """A group that stops at its mission stops uploading when its agents' private dynamics say
+    so, and the server counts the uploads: measured before the fix, 300 one-agent groups at 0.01
+    per upload (claim 0.10 over <= 10 uploads), P(fewer uploads) was 42/154 at gravity 4.9 and
+    3/146 at 19.6, an epsilon lower bound of 1.24 at 95% (docs/frd.md). The LDP variant now runs
+    every agent to max_episodes by default (the same number of uploads whatever the mission) and
+    refuses --stop-at-mission before any work; the non-private upload still stops by default."""
     from ldp_audit.training.frd.run import report_sections
 
-    base = ["train", "frd", "--setting", "5", "--agents", "2", "--groups", "1", "--sections",
-            "10", "--exchange-period", "5", "--initial-episodes", "5", "--max-episodes", "12",
-            "--epsilon", "0.5", "--no-progress"]  # fmt: skip
-    for name, extra in (("stop", []), ("fixed", ["--no-stop-at-mission"])):
-        assert main([*base, *extra, "--out", str(tmp_path / name)]) == 0
-        out = capsys.readouterr().out
-        assert ("not how many uploads there are" in out) == (name == "stop")
-    (sec,) = report_sections(tmp_path / "stop", [tmp_path / "fixed"])
-    rows = {r[0].split(" ")[0]: r for r in sec["tables"][1]["rows"]}
-    assert rows["stop"][1].endswith(
-        "(contents only: the number of uploads, set by the mission, is not)"
-    )
-    assert float(rows["fixed"][1]) == pytest.approx(0.5)
+    # threshold 9: every group meets its mission within a few episodes, long before episode 30
+    base = ["train", "frd", "--setting", "5", "--agents", "2", "--groups", "3", "--sections",
+            "10", "--exchange-period", "5", "--initial-episodes", "5", "--max-episodes", "30",
+            "--threshold", "9", "--window", "2", "--no-progress"]  # fmt: skip
+    for name, extra in (("ldp", ["--epsilon", "0.5"]), ("plain", [])):
+        assert main([*base, *extra, "--out", str(tmp_path / name), "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert all(math.isfinite(m) and m < 30 for m in doc["mission"]), doc["mission"]
+    ldp = json.loads((tmp_path / "ldp" / "metrics.json").read_text())
+    plain = json.loads((tmp_path / "plain" / "metrics.json").read_text())
+    # exchanges after episodes 10, 15, 20, 25 (episode 30 ends the run): 4 uploads, every agent
+    assert ldp["uploads_per_agent_max"] == 4
+    assert plain["uploads_per_agent_max"] < 4  # it stopped at its mission
+    (sec,) = report_sections(tmp_path / "ldp")
+    assert float(sec["tables"][1]["rows"][0][1]) == pytest.approx(4 * 0.5)
+    out = tmp_path / "refused"
+    assert main([*base, "--epsilon", "0.5", "--stop-at-mission", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--stop-at-mission=True with --epsilon=0.5" in err and "Traceback" not in err
+    assert not out.exists()

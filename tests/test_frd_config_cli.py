@@ -199,7 +199,9 @@ def test_defaults_unchanged_and_keyword_only():
     d = FrdConfig().to_dict()
     assert (d["mode"], d["n_agents"], d["groups"], d["max_episodes"], d["threshold"]) == (
         "frd", 4, 1, 300, 195.0)  # fmt: skip
-    assert (d["ldp_samples"], d["stop_at_mission"], d["gravities"]) == (32, True, [9.7, 9.8, 9.9])
+    assert (d["ldp_samples"], d["stop_at_mission"], d["gravities"]) == (32, None, [9.7, 9.8, 9.9])
+    # unset: the non-private upload stops at its mission, the LDP variant keeps its schedule
+    assert FrdConfig().stops_at_mission and not FrdConfig(ldp_epsilon=1.0).stops_at_mission
     with pytest.raises(TypeError):
         FrdConfig("frd")  # type: ignore[misc]
 

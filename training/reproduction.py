@@ -77,7 +77,8 @@ def _check_one(name: str, v: Any, tp: Any, b: dict[str, Any], optional: bool = F
             )
     elif tp is bool:
         if not isinstance(v, bool):
-            raise InvalidParameterError(f"{name} must be True or False, got {v!r}")
+            what = "True, False or None" if optional else "True or False"
+            raise InvalidParameterError(f"{name} must be {what}, got {v!r}")
     elif tp is str:
         if not isinstance(v, str):
             raise InvalidParameterError(f"{name} must be a string, got {v!r}")

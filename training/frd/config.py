@@ -128,8 +128,10 @@ class FrdConfig:
             episode_steps).
         window: episodes averaged for the mission (10 in the paper).
         stop_at_mission: stop a group once its mission time is known (--no-stop-at-mission: run
-            every agent to max_episodes; the LDP variant's epsilon covers how many uploads an
-            agent makes only then).
+            every agent to max_episodes); default: yes for the non-private upload, no for the
+            LDP variant, which keeps a fixed schedule (when a group stops depends on the agents'
+            private dynamics, so the server would learn it from how many uploads arrive: the
+            LDP variant refuses --stop-at-mission).
         episode_steps: CartPole-v1 truncation (500).
         gravities: declared set each agent's private gravity is drawn from (uniformly); with
             another ``private_param``, the one gravity every agent has (default 9.8). On the
@@ -167,7 +169,7 @@ class FrdConfig:
     max_episodes: int = field(default=300, metadata=bounds(minimum=1))
     threshold: float = field(default=195.0, metadata=bounds(minimum=0))
     window: int = field(default=10, metadata=bounds(minimum=1))
-    stop_at_mission: bool = True
+    stop_at_mission: bool | None = None
     episode_steps: int = field(default=500, metadata=bounds(minimum=1))
     gravities: tuple[float, ...] = field(
         default=_DEFAULT_GRAVITIES, metadata=bounds(parse=read_list(at_least=2), whole=True)
@@ -229,6 +231,14 @@ class FrdConfig:
                     f"ldp_epsilon is for mode 'frd' (the LDP proxy memory), got mode {self.mode!r}"
                 )
             object.__setattr__(self, "ldp_epsilon", float(self.ldp_epsilon))
+            if self.stop_at_mission:
+                raise InvalidParameterError(
+                    f"stop_at_mission=True with ldp_epsilon={self.ldp_epsilon!r}: a group that "
+                    f"stops at its mission stops uploading when its agents' private dynamics say "
+                    f"so, and the server counts the uploads (not covered by the epsilon); the LDP "
+                    f"variant runs every agent to max_episodes (leave stop_at_mission unset or "
+                    f"pass --no-stop-at-mission)"
+                )
             self.make_mechanism()  # its parts' epsilons checked before any work
 
     def _check_private_param(self) -> None:
@@ -286,6 +296,12 @@ class FrdConfig:
     def private(self) -> bool:
         """True for the LDP variant."""
         return self.ldp_epsilon is not None
+
+    @property
+    def stops_at_mission(self) -> bool:
+        """Whether a group stops once its mission time is known (``stop_at_mission``; unset:
+        only the non-private upload does, the LDP variant keeps a fixed schedule)."""
+        return not self.private if self.stop_at_mission is None else self.stop_at_mission
 
     @property
     def n_cells(self) -> int:

@@ -435,7 +435,7 @@ class _Engine:
         for a in fin:
             G = self.agent_group[a]
             c = self.cfgs[self.acfg[a]]
-            if self.ep[a] >= self.max_ep[a] or (c.stop_at_mission and self.ep[a] >= self.best[G]):
+            if self.ep[a] >= self.max_ep[a] or (c.stops_at_mission and self.ep[a] >= self.best[G]):
                 self.status[a] = self.STOP
             elif (e := int(self.ep[a]) - c.initial_episodes) > 0 and e % c.exchange_period == 0:
                 self.status[a] = self.WAIT
@@ -446,7 +446,7 @@ class _Engine:
         for G in np.unique(self.agent_group[fin]):
             mem = self.members[G]
             c = self.cfgs[self.group_cfg[G]]
-            if c.stop_at_mission and math.isfinite(self.best[G]):
+            if c.stops_at_mission and math.isfinite(self.best[G]):
                 w = mem[self.status[mem] == self.WAIT]
                 self.status[w[self.ep[w] >= self.best[G]]] = self.STOP
             st = self.status[mem]

@@ -510,6 +510,12 @@ def readme_markdown(doc: dict[str, Any]) -> str:
 
     S = doc["settings"]
     cover = median_ci(list(range(int(S["groups"]))))[3]  # of the median intervals below
+    # the sweep's CPU is its cells' (process_time of this process misses worker processes)
+    own = doc.get("sweep_cpu_seconds", math.nan)
+    cells_cpu = doc.get("sweep_task_cpu_seconds", own)
+    total_cpu = doc.get("cpu_seconds", math.nan) - own + cells_cpu
+    workers = (doc.get("backend") or {}).get("workers")
+    in_workers = f" in {workers} worker processes" if workers and workers > 1 else ""
     lines = [
         "# FRD (Cha et al. 2019): reproduction at this machine's scale",
         "",
@@ -522,9 +528,9 @@ def readme_markdown(doc: dict[str, Any]) -> str:
         f"{S['threshold']:g} (mean standing time over 10 episodes), seed {S['seed']}. "
         f"Machine: {doc['machine']}, loaded by other engineers' jobs (load average at the end "
         f"{num(doc.get('load_average_at_end', [math.nan])[0])}). Sweep "
-        f"{doc['sweep_seconds']:.0f} s wall / {doc.get('sweep_cpu_seconds', math.nan):.0f} s "
-        f"CPU, total {doc['wall_seconds']:.0f} s wall / {doc.get('cpu_seconds', math.nan):.0f} "
-        f"s CPU, {doc['total_agent_episodes']} agent-episodes"
+        f"{doc['sweep_seconds']:.0f} s wall / {cells_cpu:.0f} s CPU{in_workers}, total "
+        f"{doc['wall_seconds']:.0f} s wall / {total_cpu:.0f} s CPU, "
+        f"{doc['total_agent_episodes']} agent-episodes"
         # the CPU (and reports from before --device) say nothing: their README is unchanged
         + (
             f"; distillation on {doc['device']}"

@@ -145,20 +145,7 @@ def summary_lines(res: Any) -> list[str]:
         f"  {cfg.mode}{ldp}: {cfg.groups} group(s) x {cfg.n_agents} agents, episodes to "
         f"mission [{ms}], uploads per agent <= {m['uploads_per_agent_max']}, clipped states "
         f"{m['clipped_states']}"
-    ] + ([f"  note: {UNCOVERED_STOP}"] if uncovered_stop(cfg) else [])
-
-
-#: why a private run that stops at its mission has no guarantee for its number of uploads
-UNCOVERED_STOP = (
-    "the epsilon covers what each upload contains, not how many uploads there are: the group "
-    "stops at its mission (stop_at_mission), so its number of uploads depends on the agents' "
-    "private dynamics and is not charged (--no-stop-at-mission fixes the schedule)"
-)
-
-
-def uncovered_stop(cfg: FrdConfig) -> bool:
-    """True for an LDP run whose number of uploads depends on private data (stop at mission)."""
-    return cfg.private and cfg.stop_at_mission
+    ]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -195,8 +182,6 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         mission_rows.append([label, cfg.n_agents, cfg.groups, median, reached, _fmt(cfg.threshold)])
         spent = _spent(rd)
         eps_cell = "non-private (inf)" if not cfg.private else _fmt(spent)
-        if uncovered_stop(cfg):
-            eps_cell += " (contents only: the number of uploads, set by the mission, is not)"
         privacy_rows.append([label, eps_cell, met.get("uploads_per_agent_max", "-")])
         names = [n for n in ("attack_dynamics.json", "attack_frd.json") if (rd / n).exists()]
         att = run.json(names[0]) if names else None
@@ -215,8 +200,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         "reproduction beside the paper's qualitative claims.",
         "The non-private upload has no guarantee (epsilon = inf): the dynamics attack's accuracy "
         "is bounded only by 1. The LDP variant's accuracy is capped by "
-        "e^{T eps}/(e^{T eps}+k-1) with T uploads per agent, when T does not depend on the "
-        f"agents' data (a fixed schedule); for a run that stops at its mission, {UNCOVERED_STOP}.",
+        "e^{T eps}/(e^{T eps}+k-1) with T uploads per agent: T does not depend on the agents' "
+        "data (the LDP variant never stops at its mission: every agent runs to max_episodes).",
     ]
     leak_head = ["run", "n", "accuracy", "95% CI", "chance", "ceiling", "composed eps"]
     tables = (
