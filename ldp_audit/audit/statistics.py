@@ -455,7 +455,11 @@ def build_statistics(
         # the input cells: outputs equal to x or to x2, in an output space that is the input's
         # own (randomised response's, the exponential mechanism's) with too many cells for the
         # cells fitted on A to single out the inputs' own (a rare release of the input itself)
-        a, b = (snap(v[None, :])[0] if snap else v for v in (x, x2))
-        in_a = lambda y: (y == a).all(1) * 1.0 - (y == b).all(1)  # noqa: E731
-        stats.append(_Formula("input-cells", "[y = x] - [y = x2]", in_a))
+        # (own names: the l1-ratio's lambda above reads a, b, the medians, when it is called)
+        on_x, on_x2 = (snap(v[None, :])[0] if snap else v for v in (x, x2))
+        cells = lambda y: (y == on_x).all(1) * 1.0 - (y == on_x2).all(1)  # noqa: E731
+        # only where A holds such an output: continuous outputs never equal an input, and one
+        # more statistic there would only cost the others power (Bonferroni)
+        if cells(ya1).any() or cells(ya2).any():
+            stats.append(_Formula("input-cells", "[y = x] - [y = x2]", cells))
     return stats, j, discrete
