@@ -175,3 +175,15 @@ def test_ldp_variant_keeps_a_fixed_upload_schedule_and_refuses_stop_at_mission(t
     err = capsys.readouterr().err
     assert "--stop-at-mission=True with --epsilon=0.5" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_every_attack_of_a_run_takes_no_progress():
+    """The run attacks (shadow training: minutes) take --no-progress like train and reproduce;
+    `attack frd --no-progress` was refused as an unrecognized argument (2026-12-07)."""
+    from ldp_audit.cli import build_parser
+    from ldp_audit.cli.types import show_progress
+
+    parser = build_parser()
+    for name in ("frd", "fedrl", "dynamics", "membership"):
+        args = parser.parse_args(["attack", name, "--run-dir", "RUN", "--no-progress"])
+        assert args.no_progress is True and show_progress(args) is False, name

@@ -350,7 +350,10 @@ def register_attacks(attack_subparsers: Any) -> None:
         _add_options(a, c, f"attack {name!r} options")
         a.add_argument("--out", help="write the result JSON here instead")
         add_flags(
-            a, overwrite="replace an earlier result", json="print the result as JSON on stdout"
+            a,
+            overwrite="replace an earlier result",
+            json="print the result as JSON on stdout",
+            no_progress="no progress bar on stderr",  # shadow training takes minutes
         )
         if c.sizes:
             add_force_argument(a)
