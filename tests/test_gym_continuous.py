@@ -19,6 +19,7 @@ from ldp_audit.training.gym_envs import check_private_param, make_param_vector_e
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.model import LOG_STD_RANGE, Network, loss_gradients
 from ldp_audit.training.pgc_a3c_gym.trainer import train
+from tests.test_gym_pgc import reference_release, reference_returns
 
 
 def _torch_gaussian_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta):
@@ -37,14 +38,7 @@ def _torch_gaussian_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, 
     s = torch.tensor(np.asarray(obs[: T + 1], dtype=np.float64))
     h = torch.relu(s @ wc.T)
     mu, v = h @ wp.T, h @ wv
-    with torch.no_grad():
-        boot_v = v[T] if boot else torch.tensor(0.0, dtype=torch.float64)
-        vhat = torch.zeros(T, dtype=torch.float64)
-        for t in range(T):
-            vhat[t] = (
-                sum(gamma ** (j - t) * rew[j] for j in range(t, T)) + gamma ** (T - t) * boot_v
-            )
-        adv = vhat - v[:T]
+    vhat, adv = reference_returns(v, rew, T, boot, gamma=gamma)
     dist = torch.distributions.Normal(mu[:T], log_std.exp())
     logp = dist.log_prob(torch.tensor(np.asarray(acts[:T], dtype=np.float64))).sum(1)
     ent = dist.entropy().sum(1)
@@ -326,12 +320,8 @@ def test_box_trainer_is_the_straightforward_implementation(acting: str, mechanis
             rews.append(float(r))
         ep = (np.array(obs), np.array(acts), rews, len(acts), not term)
         g = _torch_gaussian_gradient(net, theta, *ep, gamma=cfg.gamma, lam=cfg.lam, beta=cfg.beta)
-        if mechanism == "none":  # the baseline: L1-clipped to C/2, no noise
-            g = g / max(1.0, np.abs(g).sum() / (cfg.effective_clip / 2))
-        buf.append(mech.privatize(g[None], mech_rng)[0])
+        theta, buf = reference_release(g, buf, theta, cfg, mech, mech_rng, mechanism == "none")
         scores.append(sum(rews))
-        if len(buf) == cfg.effective_buffer_size:
-            theta, buf = theta - cfg.eta * np.mean(buf, axis=0), []  # eq. 22
     env.close()
     np.testing.assert_allclose(res.zeta[0], scores, rtol=1e-12)
     np.testing.assert_allclose(res.theta[0], theta, rtol=1e-8, atol=1e-10)

@@ -70,6 +70,32 @@ def test_sync_path_sets_the_attribute_and_cartpole_derived_quantities() -> None:
     ve.close()
 
 
+def reference_returns(v, rew, T: int, boot: bool, *, gamma: float):
+    """The n-step returns and advantages of eqs. 15-16, written plainly (a loop over t): the
+    reference both heads' torch gradients use (tests/test_gym_continuous.py too)."""
+    import torch
+
+    with torch.no_grad():
+        boot_v = v[T] if boot else torch.tensor(0.0, dtype=torch.float64)
+        vhat = torch.zeros(T, dtype=torch.float64)
+        for t in range(T):
+            vhat[t] = (
+                sum(gamma ** (j - t) * rew[j] for j in range(t, T)) + gamma ** (T - t) * boot_v
+            )
+        return vhat, vhat - v[:T]
+
+
+def reference_release(g, buf, theta, cfg, mech, mech_rng, baseline: bool):
+    """One report of the plain loops: the baseline's L1 clip to C/2 (no noise), the mechanism,
+    and eq. 22 when the buffer is full; returns (theta, buffer)."""
+    if baseline:
+        g = g / max(1.0, np.abs(g).sum() / (cfg.effective_clip / 2))
+    buf.append(mech.privatize(g[None], mech_rng)[0])
+    if len(buf) == cfg.effective_buffer_size:
+        return theta - cfg.eta * np.mean(buf, axis=0), []  # eq. 22
+    return theta, buf
+
+
 def _torch_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta):
     """The printed loss of one episode (eqs. 15-18) differentiated by torch autograd."""
     import torch
@@ -83,14 +109,7 @@ def _torch_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta
     s = torch.tensor(np.asarray(obs[: T + 1], dtype=np.float64))
     h = torch.relu(s @ wc.T)
     z, v = h @ wp.T, h @ wv
-    with torch.no_grad():
-        boot_v = v[T] if boot else torch.tensor(0.0, dtype=torch.float64)
-        vhat = torch.zeros(T, dtype=torch.float64)
-        for t in range(T):
-            vhat[t] = (
-                sum(gamma ** (j - t) * rew[j] for j in range(t, T)) + gamma ** (T - t) * boot_v
-            )
-        adv = vhat - v[:T]
+    vhat, adv = reference_returns(v, rew, T, boot, gamma=gamma)
     logp = torch.log_softmax(z[:T], dim=1)
     ent = -(logp.exp() * logp).sum(1)
     lp = -(logp[torch.arange(T), torch.tensor(np.asarray(acts[:T]))] * adv).sum() - beta * ent.sum()
@@ -154,12 +173,8 @@ def _straightforward_train(cfg: GymPgcConfig, seed: int) -> tuple[np.ndarray, np
                 break
         g = _torch_gradient(net, theta, np.array(obs), acts, rews, len(acts), not term,
                             gamma=cfg.gamma, lam=cfg.lam, beta=cfg.beta)  # fmt: skip
-        if cfg.mechanism == "none":  # the baseline: L1-clipped to C/2, no noise
-            g = g / max(1.0, np.abs(g).sum() / (cfg.effective_clip / 2))
-        buf.append(mech.privatize(g[None], mech_rng)[0])
+        theta, buf = reference_release(g, buf, theta, cfg, mech, mech_rng, cfg.mechanism == "none")
         scores.append(sum(rews))
-        if len(buf) == cfg.effective_buffer_size:
-            theta, buf = theta - cfg.eta * np.mean(buf, axis=0), []  # eq. 22
     env.close()
     return np.array(scores), theta
 
