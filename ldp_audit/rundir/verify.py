@@ -204,7 +204,7 @@ def verify_run(
             f"{p / 'manifest.json'} is missing: the run did not finish (it was killed before "
             f"sealing its files) or predates manifests, so its files cannot be checked against "
             f"what it wrote; to finish it, rerun its `ldp-audit train` command with --resume "
-            f"(pgc-a3c, dprl, frd), or start it over (--overwrite, or a new --out)"
+            f"(where its system offers it), or start it over (--overwrite, or a new --out)"
         )
     elif man_check["status"] != "unreadable":
         man = read_manifest(p)
