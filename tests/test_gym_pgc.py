@@ -722,6 +722,18 @@ def test_an_int_parameter_takes_int_candidates() -> None:
         check_private_param("TestSubsteps-v0", "substeps", [1, 2.5])
 
 
+def test_an_int_default_takes_a_float_candidate_the_env_accepts() -> None:
+    """MountainCar's goal_velocity defaults to the int 0: 0.06 was refused ('is an integer ...
+    make the env's default a float', which a user of Gymnasium's own env cannot do; 2026-12-07
+    probe). A non-integral candidate of an int attribute is now refused only where the env fails
+    with it (a count, above); here both values act and the run trains."""
+    info, vals = check_private_param("MountainCar-v0", "goal_velocity", [0, 0.06])
+    assert vals == (0.0, 0.06) and info.native
+    cfg = _cfg(env_id="MountainCar-v0", private_param="goal_velocity", values=(0, 0.06),
+               max_submissions=4, episode_steps=200)  # fmt: skip
+    assert train(cfg, seed=0).submissions.tolist() == [4, 4]
+
+
 @pytest.mark.parametrize("dt", [2.0, 50.0, 1e10])
 def test_a_diverging_acrobot_step_is_refused_not_a_hang(dt: float) -> None:
     """Acrobot's ``dt=0.2,50`` never returned: the RK4 step diverged and ``wrap``'s loop ran

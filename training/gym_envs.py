@@ -316,7 +316,7 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
     # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises
-    if isinstance(getattr(unwrapped, name), (int, np.integer)):
+    if isinstance(getattr(unwrapped, name), (int, np.integer)) and float(value).is_integer():
         value = int(value)
     setattr(unwrapped, name, value)
     if isinstance(unwrapped, CartPoleEnv):
@@ -424,11 +424,8 @@ def _check_private_param(
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
         _check_physical(u, name, vals)
-        if isinstance(cur, (int, np.integer)) and (bad := [v for v in vals if v != int(v)]):
-            raise InvalidParameterError(
-                f"private parameter {name!r} of {type(u).__name__} is an integer (it is {cur!r}): "
-                f"candidate {bad[0]!r} is not (give integers, or make the env's default a float)"
-            )
+        # an int default (MountainCar's goal_velocity=0) takes a float where the env does
+        bad = [v for v in vals if v != int(v)] if isinstance(cur, (int, np.integer)) else []
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
@@ -447,13 +444,19 @@ def _check_private_param(
             traces = [
                 _probe_steps(info, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
             ]
-        except InvalidParameterError:
+        except InvalidParameterError as exc:
             try:  # the env's own value: failing there too, the env fails (an old Gym API)
                 _probe_steps(info, name, float(cur), max_episode_steps, PROBE_STEPS)
             except InvalidParameterError as own:
                 raise InvalidParameterError(
                     f"env {env_id!r} fails whatever the candidates (with its own {name}={cur!r} "
                     f"as well): {own}"
+                ) from None
+            if bad:  # a count: range(2.5) raises
+                raise InvalidParameterError(
+                    f"private parameter {name!r} of {type(u).__name__} is an integer (it is "
+                    f"{cur!r}) and a non-integral candidate ({bad[0]!r}) fails: give integers, "
+                    f"or make the env's default a float ({exc})"
                 ) from None
             raise
         if traces[0] != traces[1]:
