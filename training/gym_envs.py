@@ -818,14 +818,18 @@ class SyncParamVectorEnv(ParamVectorEnv):
             return out, obs, np.asarray(out[1], np.float64) if what == "step" else np.zeros(1)
 
         out, obs, rew = _user(self.env_id, what, run)
-        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
+        # a reward that is not a number (None: NaN; '1.0': 1.0 in SyncVectorEnv's float array)
+        got = [e.last_reward if what == "step" else 0.0 for e in self.inner.envs]
+        real = (int, float, np.integer, np.floating)
+        odd = np.array([not isinstance(g, real) and (np.ndim(g) > 0 or np.asarray(g).dtype.kind
+                                                     not in "biuf") for g in got])  # fmt: skip
+        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew) | odd
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
-            got = self.inner.envs[r].last_reward if what == "step" else 0.0
             what = (
-                f"a non-finite observation or reward in {what}"
-                if np.asarray(got).dtype.kind in "biuf"  # None: stored as NaN by SyncVectorEnv
-                else f"reward {got!r} in step ({type(got).__name__}, not a number)"
+                f"reward {got[r]!r} in step ({type(got[r]).__name__}, not a number)"
+                if odd[r]
+                else f"a non-finite observation or reward in {what}"
             )
             raise InvalidParameterError(
                 f"env {self.env_id!r} returned {what} (row {r}, "
