@@ -120,35 +120,29 @@ class Network:
         the module); a Box: explore uniformly within the bounds, else the mean (or, ``sample``,
         mean + std N^-1(u)), not clipped (the env's step clips it, as SB3 and CleanRL do)."""
         z = self.logits(theta, obs)
-        u, a_n = u.reshape(len(z), self.draws), self.n_actions
+        u = u.reshape(len(z), self.draws)
         explore, v = u[:, 0] < alpha, u[:, 1:]
         if self.continuous:
             lo, hi = np.asarray(self.box)
             std = np.exp(np.clip(self.split(theta)[3], *LOG_STD_RANGE))
             greedy = z + std * ndtri(np.maximum(v, 1e-300)) if sample else z
             return np.where(explore[:, None], lo + v * (hi - lo), greedy)
-        if self.nvec:  # per component j: explore floor(v_j n_j), else argmax, or the CDF at v_j
-            out = np.empty(v.shape, dtype=np.int64)
-            for j, (a0, a1) in enumerate(self.segments):
-                n_j, v_j = a1 - a0, v[:, j]
-                if sample:
-                    cdf = np.cumsum(softmax(z[:, a0:a1], axis=1), axis=1)
-                    greedy = np.minimum((cdf <= v_j[:, None]).sum(axis=1), n_j - 1)
-                else:
-                    greedy = np.argmax(z[:, a0:a1], axis=1)
-                rand_j = np.minimum((v_j * n_j).astype(np.int64), n_j - 1)
-                out[:, j] = np.where(explore, rand_j, greedy)
-            return out
-        u = u[:, 0]
-        safe_alpha = np.where(alpha > 0, alpha, 1.0)
-        rand_a = np.minimum((u / safe_alpha * a_n).astype(np.int64), a_n - 1)
-        if sample:
-            cdf = np.cumsum(softmax(z, axis=1), axis=1)
-            v = (u - alpha) / np.where(alpha < 1, 1.0 - alpha, 1.0)
-            greedy = np.minimum((cdf <= v[:, None]).sum(axis=1), a_n - 1)
-        else:
-            greedy = np.argmax(z, axis=1)
-        return np.where(explore, rand_a, greedy)
+        ve = vs = v  # per component j: explore floor(ve_j n_j), else argmax, or the CDF at vs_j
+        if not self.nvec:  # Discrete: the one uniform u, rescaled on each side of alpha
+            u = u[:, 0]
+            ve = (u / np.where(alpha > 0, alpha, 1.0))[:, None]
+            vs = ((u - alpha) / np.where(alpha < 1, 1.0 - alpha, 1.0))[:, None]
+        out = np.empty(ve.shape, dtype=np.int64)
+        for j, (a0, a1) in enumerate(self.segments):
+            n_j = a1 - a0
+            if sample:
+                cdf = np.cumsum(softmax(z[:, a0:a1], axis=1), axis=1)
+                greedy = np.minimum((cdf <= vs[:, j, None]).sum(axis=1), n_j - 1)
+            else:
+                greedy = np.argmax(z[:, a0:a1], axis=1)
+            out[:, j] = np.where(explore, np.minimum((ve[:, j] * n_j).astype(np.int64), n_j - 1),
+                                 greedy)  # fmt: skip
+        return out if self.nvec else out[:, 0]
 
 
 def loss_gradients(
