@@ -544,7 +544,8 @@ def test_a_param_env_without_set_param_is_refused_at_definition() -> None:
 
 class LateFailCartPole(gym.Wrapper):
     """CartPole whose 200th step (episodes of one env instance counted together) raises or
-    returns NaN or a reward of None: past the parameter probe's steps, well inside training."""
+    returns NaN, a reward of None or a string: past the parameter probe's steps, well inside
+    training."""
 
     def __init__(self, fail: str = "raise") -> None:
         super().__init__(gym.make("CartPole-v1").unwrapped)
@@ -555,12 +556,12 @@ class LateFailCartPole(gym.Wrapper):
         obs, r, term, trunc, info = self.env.step(action)
         if self.n >= 200 and self.fail == "raise":
             raise RuntimeError("the user's env broke")
-        if self.n >= 200 and self.fail == "none":
-            return obs, None, term, trunc, info
+        if self.n >= 200 and self.fail in ("none", "str"):
+            return obs, None if self.fail == "none" else str(r), term, trunc, info
         return (obs * np.nan if self.n >= 200 else obs), r, term, trunc, info
 
 
-for _fail in ("raise", "nan", "none"):
+for _fail in ("raise", "nan", "none", "str"):
     if f"TestLateFail-{_fail}-v0" not in gym.registry:
         gym.register(f"TestLateFail-{_fail}-v0", entry_point=f"{__name__}:LateFailCartPole",
                      kwargs={"fail": _fail}, max_episode_steps=100)  # fmt: skip
@@ -571,11 +572,13 @@ for _fail in ("raise", "nan", "none"):
     [("raise", r"env 'TestLateFail-raise-v0' raised RuntimeError in step: the user's env broke"),
      ("nan", r"env 'TestLateFail-nan-v0' returned a non-finite observation or reward"),
      ("none", r"env 'TestLateFail-none-v0' returned reward None in step \(NoneType, not a "
-      r"number\) \(row \d+, force_mag=")],
+      r"number\) \(row \d+, force_mag="),
+     ("str", r"env 'TestLateFail-str-v0' returned reward '1.0' in step \(str, not a number\)")],
 )  # fmt: skip
 def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fail, match):
     """A user env raising mid-run was reported as "a bug in ldp-audit" (exit 3, traceback); one
-    returning NaN as "theta diverged"; a reward of None as "non-finite" (2026-12-06)."""
+    returning NaN as "theta diverged"; a reward of None as "non-finite" (2026-12-06); a string
+    reward '1.0' was trained on as 1.0 (NumPy converted it; 2026-12-07 probe)."""
     run = tmp_path / "run"
     argv = ["train", "pgc-a3c", "--env", f"TestLateFail-{fail}-v0", "--private-param",
             "force_mag=5,20", "--mechanism", "none", "--max-submissions", "200", "--out",
@@ -720,6 +723,18 @@ def test_an_int_parameter_takes_int_candidates() -> None:
     assert not np.array_equal(obs[0], obs[1])  # 1 vs 3 substeps from the same state
     with pytest.raises(InvalidParameterError, match=r"'substeps' .* is an integer .* 2\.5"):
         check_private_param("TestSubsteps-v0", "substeps", [1, 2.5])
+
+
+def test_an_int_default_takes_a_float_candidate_the_env_accepts() -> None:
+    """MountainCar's goal_velocity defaults to the int 0: 0.06 was refused ('is an integer ...
+    make the env's default a float', which a user of Gymnasium's own env cannot do; 2026-12-07
+    probe). A non-integral candidate of an int attribute is now refused only where the env fails
+    with it (a count, above); here both values act and the run trains."""
+    info, vals = check_private_param("MountainCar-v0", "goal_velocity", [0, 0.06])
+    assert vals == (0.0, 0.06) and info.native
+    cfg = _cfg(env_id="MountainCar-v0", private_param="goal_velocity", values=(0, 0.06),
+               max_submissions=4, episode_steps=200)  # fmt: skip
+    assert train(cfg, seed=0).submissions.tolist() == [4, 4]
 
 
 @pytest.mark.parametrize("dt", [2.0, 50.0, 1e10])

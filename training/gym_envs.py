@@ -16,8 +16,9 @@ row its value:
   against Gymnasium's single environment from the same states, seeds and actions (same
   observations, rewards and terminations up to floating-point rounding: NumPy's array ``x**2``
   and a scalar ``pow`` may differ in the last bit).
-- Any other environment with a ``Box`` observation and a ``Discrete`` action space (CartPole's
-  ``length``, a user env registered through ``--env-module``): Gymnasium's own
+- Any other environment (CartPole's ``length``, a user env registered through
+  ``--env-module``; a ``Discrete``, ``MultiDiscrete``, ``MultiBinary`` or bounded ``Box``
+  action space, an observation Gymnasium can flatten): Gymnasium's own
   :class:`gymnasium.vector.SyncVectorEnv`, one environment per row, the attribute set on each
   row's ``env.unwrapped``. CartPole derives ``total_mass`` and ``polemass_length`` from
   ``masspole``, ``masscart`` and ``length`` in its constructor; they are recomputed after a set.
@@ -152,10 +153,12 @@ class EnvInfo:
     Attributes:
         env_id: the Gymnasium id.
         obs_dim: size of the flattened observation.
-        n_actions: number of discrete actions (a ``Box``: its number of dimensions).
+        n_actions: number of discrete actions (a ``Box``: its number of dimensions; a
+            ``MultiDiscrete``: the sum of its components' sizes).
         max_episode_steps: the spec's time limit (None if it has none).
         native: True where a batched NumPy implementation is used (Acrobot, MountainCar).
         box: a ``Box`` action space's (low, high), flattened (None: ``Discrete``).
+        nvec: a ``MultiDiscrete`` (``MultiBinary``: 2 each) space's component sizes, flattened.
     """
 
     env_id: str
@@ -164,6 +167,7 @@ class EnvInfo:
     max_episode_steps: int | None
     native: bool
     box: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    nvec: tuple[int, ...] | None = None
 
 
 def import_env_module(env_module: str | None) -> None:
@@ -265,15 +269,29 @@ def check_candidates(
     return tuple(out)
 
 
-def _action_box(env_id: str, space: Any) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
-    """None for a ``Discrete`` action space; a ``Box``'s finite (low, high), flattened (the
-    alpha-greedy exploration draws within them); any other space is refused naming it."""
+_ACTIONS = "Discrete, MultiDiscrete, MultiBinary and bounded Box action spaces are supported"
+
+
+def _action_heads(env_id: str, space: Any) -> tuple[int, Any, tuple[int, ...] | None]:
+    """(n_actions, box, nvec): a ``Discrete``'s n; a ``MultiDiscrete``'s or ``MultiBinary``'s
+    component sizes, flattened (one categorical head each); a ``Box``'s finite (low, high),
+    flattened (the alpha-greedy exploration draws within them); any other space is refused
+    naming it and what is supported."""
     if isinstance(space, gym.spaces.Discrete):
-        return None
+        return int(space.n), None, None
+    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        nvec = np.ravel(getattr(space, "nvec", 2) * np.ones(space.shape, np.int64)).tolist()
+        if not nvec:
+            raise InvalidParameterError(
+                f"env {env_id!r} has action space {space}: it has no component to act on"
+            )
+        return sum(nvec), None, tuple(nvec)
     if not isinstance(space, gym.spaces.Box):
+        kind = type(space).__name__
         raise InvalidParameterError(
-            f"env {env_id!r} has action space {space}: only Discrete and Box action spaces "
-            f"are supported ({type(space).__name__} is not yet)"
+            f"env {env_id!r} has action space {space}: a {kind} action space is not supported; "
+            f"{_ACTIONS} (wrap the env so that its actions are one of them: a Tuple of "
+            "Discrete as a MultiDiscrete)"
         )
     lo, hi = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
     if not lo.size or not (np.isfinite(lo).all() and np.isfinite(hi).all()):
@@ -281,7 +299,7 @@ def _action_box(env_id: str, space: Any) -> tuple[tuple[float, ...], tuple[float
             f"env {env_id!r} has action space {space}: a Box action space needs finite bounds "
             "and at least one dimension (the exploration draws actions uniformly within them)"
         )
-    return tuple(lo.tolist()), tuple(hi.tolist())
+    return lo.size, (tuple(lo.tolist()), tuple(hi.tolist())), None
 
 
 def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
@@ -298,7 +316,7 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
     # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises
-    if isinstance(getattr(unwrapped, name), (int, np.integer)):
+    if isinstance(getattr(unwrapped, name), (int, np.integer)) and float(value).is_integer():
         value = int(value)
     setattr(unwrapped, name, value)
     if isinstance(unwrapped, CartPoleEnv):
@@ -317,23 +335,24 @@ def check_private_param(
 ) -> tuple[EnvInfo, tuple[float, ...]]:
     """Validate an environment and a private parameter before any training.
 
-    Refused, each with an error naming the parameter and the value: an unknown env id, an
-    action space that is not ``Discrete`` ("not supported yet"), an observation space that is
-    not a ``Box``, a name that is not an attribute of ``env.unwrapped``, a non-numeric attribute
-    (a bool or a string), fewer than two candidates, duplicates, non-finite candidates, and a
-    value the environment rejects: each candidate is set on a throw-away environment that is
-    then reset and stepped :data:`PROBE_STEPS` times; an exception or a non-finite observation
-    or reward refuses it. A physical constant of Gymnasium's CartPole, Acrobot or MountainCar
-    (:data:`POSITIVE_PARAMS`) must be > 0, and no candidate may be subnormal. A parameter with no
-    effect is refused: every candidate gives the same trace (observations, rewards,
-    terminations; same seeds and actions) over the probe and again over longer episodes
-    (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``; so
-    are two candidates with the same trace there (no attack can tell them apart: MountainCar's
-    ``max_speed`` 0.07 and 0.14, no speed reached is above 0.07), and an env whose trace differs
-    between two probes of the first candidate (unseeded noise). Each call of the env's code
-    here (the module's import, the constructor, reset, step, a set of the parameter, close)
-    must return within ``probe_timeout`` seconds (in the main thread: a SIGALRM timer), else
-    the env is refused naming the call (an endless loop would hang the probe).
+    Refused, each with an error naming the parameter and the value: an unknown env id, a
+    ``Tuple`` or ``Dict`` action space or an unbounded ``Box`` (naming what is supported), an
+    observation space Gymnasium cannot flatten, a name that is not an attribute of
+    ``env.unwrapped``, a non-numeric attribute (a bool or a string), fewer than two candidates,
+    duplicates, non-finite candidates, and a value the environment rejects: each candidate is
+    set on a throw-away environment that is then reset and stepped :data:`PROBE_STEPS` times; an
+    exception or a non-finite observation or reward refuses it. A physical constant of
+    Gymnasium's CartPole, Acrobot or MountainCar (:data:`POSITIVE_PARAMS`) must be > 0, and no
+    candidate may be subnormal. A parameter with no effect is refused: every candidate gives the
+    same trace (observations, rewards, terminations; same seeds and actions) over the probe and
+    again over longer episodes (:func:`_probe_steps`), as for an env that computes a constant
+    from it in ``__init__``; so are two candidates with the same trace there (no attack can tell
+    them apart: MountainCar's ``max_speed`` 0.07 and 0.14, no speed reached is above 0.07), and
+    an env whose trace differs between two probes of the first candidate (unseeded noise). Each
+    call of the env's code here (the module's import, the constructor, reset, step, a set of the
+    parameter, close) must return within ``probe_timeout`` seconds (in the main thread: a
+    SIGALRM timer), else the env is refused naming the call (an endless loop would hang the
+    probe).
 
     Returns:
         ``(EnvInfo, values as floats)``.
@@ -379,7 +398,7 @@ def _check_private_param(
         a_space, o_space = _user(
             env_id, "its spaces", lambda: (env.action_space, env.observation_space)
         )
-        box = _action_box(env_id, a_space)
+        n_actions, box, nvec = _action_heads(env_id, a_space)
         if not isinstance(o_space, gym.spaces.Box) or not np.prod(o_space.shape):
             raise InvalidParameterError(
                 f"env {env_id!r} has observation space {o_space}: only observations Gymnasium "
@@ -405,18 +424,16 @@ def _check_private_param(
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
         _check_physical(u, name, vals)
-        if isinstance(cur, (int, np.integer)) and (bad := [v for v in vals if v != int(v)]):
-            raise InvalidParameterError(
-                f"private parameter {name!r} of {type(u).__name__} is an integer (it is {cur!r}): "
-                f"candidate {bad[0]!r} is not (give integers, or make the env's default a float)"
-            )
+        # an int default (MountainCar's goal_velocity=0) takes a float where the env does
+        bad = [v for v in vals if v != int(v)] if isinstance(cur, (int, np.integer)) else []
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
-            n_actions=int(a_space.n) if box is None else len(box[0]),
+            n_actions=n_actions,
             max_episode_steps=spec.max_episode_steps,
             native=_is_native(env_id, env, name),
             box=box,
+            nvec=nvec,
         )
     finally:
         _user(env_id, "close", env.close)
@@ -427,13 +444,19 @@ def _check_private_param(
             traces = [
                 _probe_steps(info, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
             ]
-        except InvalidParameterError:
+        except InvalidParameterError as exc:
             try:  # the env's own value: failing there too, the env fails (an old Gym API)
                 _probe_steps(info, name, float(cur), max_episode_steps, PROBE_STEPS)
             except InvalidParameterError as own:
                 raise InvalidParameterError(
                     f"env {env_id!r} fails whatever the candidates (with its own {name}={cur!r} "
                     f"as well): {own}"
+                ) from None
+            if bad:  # a count: range(2.5) raises
+                raise InvalidParameterError(
+                    f"private parameter {name!r} of {type(u).__name__} is an integer (it is "
+                    f"{cur!r}) and a non-integral candidate ({bad[0]!r}) fails: give integers, "
+                    f"or make the env's default a float ({exc})"
                 ) from None
             raise
         if traces[0] != traces[1]:
@@ -492,8 +515,11 @@ def _probe_steps(
         try:
             env.set_param(row, np.array([value]))
             space = env.single_action_space  # a Box: its low, middle and high actions
-            n = 3 if info.box else int(space.n)
+            nvec = np.asarray(info.nvec or [1])  # a MultiDiscrete: each component's too
+            n = 3 if info.box or info.nvec else int(space.n)
             to_env = (lambda i: np.linspace(*info.box, 3)[i][None]) if info.box else row.__add__
+            if info.nvec:
+                to_env = lambda i: (i if np.ndim(i) else i * (nvec - 1) // 2)[None]  # noqa: E731
             o = np.asarray(env.reset(seed=[0])[0], np.float64).ravel()
             trace, episode, start = hashlib.sha256(), 0, 0
             _feed(trace, o)
@@ -503,8 +529,8 @@ def _probe_steps(
                     action = k % n
                 elif coord is not None and coord < o.size:
                     action = (n - 1) * int(o[coord] > 0)
-                else:
-                    action = int(rng.integers(n))
+                else:  # a MultiDiscrete: each component drawn
+                    action = rng.integers(nvec) if info.nvec else int(rng.integers(n))
                 obs, r, term, trunc, _ = env.step(to_env(action))
                 o = np.asarray(obs, np.float64).ravel()
                 _feed(trace, o, r, term, trunc)
@@ -769,8 +795,10 @@ class SyncParamVectorEnv(ParamVectorEnv):
             lo, hi = space.low.ravel(), space.high.ravel()
             self._to_env = lambda a: rint(np.clip(a, lo, hi)).reshape(n, *space.shape).astype(
                 space.dtype)  # fmt: skip
-        else:  # Discrete(n, start): start + index
-            self._to_env = lambda a: int(space.start) + np.asarray(a, dtype=np.int64)
+        else:  # Discrete(n, start), MultiDiscrete(nvec, start): start + index (MultiBinary: 0)
+            start = np.asarray(getattr(space, "start", 0), np.int64)
+            self._to_env = lambda a: (start + np.asarray(a, np.int64).reshape(n, *space.shape)
+                                      ).astype(space.dtype)  # fmt: skip
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
         self.values = np.full(n, np.nan)
 
@@ -790,14 +818,18 @@ class SyncParamVectorEnv(ParamVectorEnv):
             return out, obs, np.asarray(out[1], np.float64) if what == "step" else np.zeros(1)
 
         out, obs, rew = _user(self.env_id, what, run)
-        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
+        # a reward that is not a number (None: NaN; '1.0': 1.0 in SyncVectorEnv's float array)
+        got = [e.last_reward if what == "step" else 0.0 for e in self.inner.envs]
+        real = (int, float, np.integer, np.floating)
+        odd = np.array([not isinstance(g, real) and (np.ndim(g) > 0 or np.asarray(g).dtype.kind
+                                                     not in "biuf") for g in got])  # fmt: skip
+        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew) | odd
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
-            got = self.inner.envs[r].last_reward if what == "step" else 0.0
             what = (
-                f"a non-finite observation or reward in {what}"
-                if np.asarray(got).dtype.kind in "biuf"  # None: stored as NaN by SyncVectorEnv
-                else f"reward {got!r} in step ({type(got).__name__}, not a number)"
+                f"reward {got[r]!r} in step ({type(got[r]).__name__}, not a number)"
+                if odd[r]
+                else f"a non-finite observation or reward in {what}"
             )
             raise InvalidParameterError(
                 f"env {self.env_id!r} returned {what} (row {r}, "

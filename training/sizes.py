@@ -265,12 +265,12 @@ def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> li
     known). ``record``: the transcript is kept (a run directory)."""
     d = int(cfg.network.dim)
     trials, agents, subs = int(cfg.trials), int(cfg.n_agents), int(cfg.max_submissions)
-    steps, obs = int(cfg.steps), int(cfg.info.obs_dim)
+    steps, obs, width = int(cfg.steps), int(cfg.info.obs_dim), int(cfg.network.width)
     cells = trials * subs
     res = cells * 3 * _F64
     # every running agent's parameters (theta, its gradient and the two A3C buffers) and one
-    # episode of observations, actions, rewards and values
-    ag = trials * agents * (d * 4 * _F64 + (steps + 1) * (obs + 4) * _F64)
+    # episode of observations, actions (``width`` numbers each), rewards and values
+    ag = trials * agents * (d * 4 * _F64 + (steps + 1) * (obs + 3 + width) * _F64)
     # the reports and the secret gradients, kept as per-submission rows (arrays in dicts) until
     # the run ends, then concatenated and written: about 10 doubles per parameter (9.0 KB per
     # submission measured at d = 112, 4000 -> 20000 submissions; d x 8 B + 48 counted 0.9 KB)

@@ -36,8 +36,8 @@ class GymPgcConfig(SharedFields):
     """
 
     env_id: str
-    """Gymnasium id (a ``Discrete`` or bounded ``Box`` action space; any observation Gymnasium
-    can flatten)."""
+    """Gymnasium id (a ``Discrete``, ``MultiDiscrete``, ``MultiBinary`` or bounded ``Box`` action
+    space; any observation Gymnasium can flatten)."""
     private_param: str
     """The attribute of ``env.unwrapped`` that is each agent's secret."""
     values: Sequence[float]
@@ -96,7 +96,8 @@ class GymPgcConfig(SharedFields):
     @property
     def network(self) -> Network:
         """The network sized from the spaces."""
-        return Network(self.info.obs_dim, self.info.n_actions, self.hidden, self.info.box)
+        i = self.info
+        return Network(i.obs_dim, i.n_actions, self.hidden, i.box, i.nvec)
 
     @property
     def steps(self) -> int:

@@ -44,12 +44,15 @@ LOG_STD_RANGE = (-20.0, 2.0)
 class Network:
     """The paper's network sized from the spaces (no biases). ``box``: a ``Box`` action space's
     (low, high) bounds, flattened (None: ``Discrete``); its head is a diagonal Gaussian, the
-    mean ``theta_p h`` and one learned log-std per action dimension packed last."""
+    mean ``theta_p h`` and one learned log-std per action dimension packed last. ``nvec``: a
+    ``MultiDiscrete`` (or ``MultiBinary``: 2 each) space's component sizes, flattened; one
+    softmax per component over its slice of the logits (``n_actions`` = their sum)."""
 
     obs_dim: int
     n_actions: int
     hidden: int = 16
     box: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    nvec: tuple[int, ...] | None = None
 
     @property
     def dim(self) -> int:
@@ -62,10 +65,22 @@ class Network:
         return self.box is not None
 
     @property
+    def width(self) -> int:
+        """Numbers per action: 1 (an index), a Box's dimensions, a MultiDiscrete's components."""
+        return len(self.nvec) if self.nvec else self.n_actions if self.continuous else 1
+
+    @property
+    def segments(self) -> list[tuple[int, int]]:
+        """Each categorical component's slice (start, stop) of the logits."""
+        ends = np.cumsum(self.nvec or (self.n_actions,)).tolist()
+        return list(zip([0, *ends[:-1]], ends, strict=True))
+
+    @property
     def draws(self) -> int:
         """Uniforms per agent-step: one (explore or not), plus one per action dimension (the
-        uniform exploration or the Gaussian's sample) for a Box."""
-        return 1 + self.n_actions * self.continuous
+        uniform exploration or the Gaussian's sample) for a Box or per MultiDiscrete component
+        (its exploration or its inverse-CDF sample)."""
+        return 1 + (self.width if self.continuous or self.nvec else 0)
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Glorot-uniform parameters (d,) (TensorFlow's default, as the CartPole engine); a
@@ -78,10 +93,11 @@ class Network:
         return check_params(theta, self.dim, name)
 
     def actions(self, *shape: int) -> np.ndarray:
-        """A zero buffer of actions: indices, or vectors (trailing n_actions) for a Box."""
+        """A zero buffer of actions: indices (a MultiDiscrete: trailing ``width``), or vectors
+        (trailing n_actions) for a Box."""
         if self.continuous:
             return np.zeros((*shape, self.n_actions))
-        return np.zeros(shape, dtype=np.int64)
+        return np.zeros((*shape, self.width) if self.nvec else shape, dtype=np.int64)
 
     def split(self, theta: np.ndarray) -> tuple[np.ndarray, ...]:
         """Views theta_c (B, H, O), theta_p (B, A, H), theta_v (B, H) and the log-stds (B, A)
@@ -104,23 +120,29 @@ class Network:
         the module); a Box: explore uniformly within the bounds, else the mean (or, ``sample``,
         mean + std N^-1(u)), not clipped (the env's step clips it, as SB3 and CleanRL do)."""
         z = self.logits(theta, obs)
-        u, a_n = u.reshape(len(z), self.draws), self.n_actions
+        u = u.reshape(len(z), self.draws)
         explore, v = u[:, 0] < alpha, u[:, 1:]
         if self.continuous:
             lo, hi = np.asarray(self.box)
             std = np.exp(np.clip(self.split(theta)[3], *LOG_STD_RANGE))
             greedy = z + std * ndtri(np.maximum(v, 1e-300)) if sample else z
             return np.where(explore[:, None], lo + v * (hi - lo), greedy)
-        u = u[:, 0]
-        safe_alpha = np.where(alpha > 0, alpha, 1.0)
-        rand_a = np.minimum((u / safe_alpha * a_n).astype(np.int64), a_n - 1)
-        if sample:
-            cdf = np.cumsum(softmax(z, axis=1), axis=1)
-            v = (u - alpha) / np.where(alpha < 1, 1.0 - alpha, 1.0)
-            greedy = np.minimum((cdf <= v[:, None]).sum(axis=1), a_n - 1)
-        else:
-            greedy = np.argmax(z, axis=1)
-        return np.where(explore, rand_a, greedy)
+        ve = vs = v  # per component j: explore floor(ve_j n_j), else argmax, or the CDF at vs_j
+        if not self.nvec:  # Discrete: the one uniform u, rescaled on each side of alpha
+            u = u[:, 0]
+            ve = (u / np.where(alpha > 0, alpha, 1.0))[:, None]
+            vs = ((u - alpha) / np.where(alpha < 1, 1.0 - alpha, 1.0))[:, None]
+        out = np.empty(ve.shape, dtype=np.int64)
+        for j, (a0, a1) in enumerate(self.segments):
+            n_j = a1 - a0
+            if sample:
+                cdf = np.cumsum(softmax(z[:, a0:a1], axis=1), axis=1)
+                greedy = np.minimum((cdf <= vs[:, j, None]).sum(axis=1), n_j - 1)
+            else:
+                greedy = np.argmax(z[:, a0:a1], axis=1)
+            out[:, j] = np.where(explore, np.minimum((ve[:, j] * n_j).astype(np.int64), n_j - 1),
+                                 greedy)  # fmt: skip
+        return out if self.nvec else out[:, 0]
 
 
 def loss_gradients(
@@ -154,7 +176,10 @@ def loss_gradients(
         bootstrap: (M,) True where the episode was cut (use V(s_T)), False if it terminated.
         A ``Box`` head (``net.box``): actions (M, L, A) as taken (unclipped), the policy term
         -A_t log N(a_t; mu_t, std^2) - beta H (H = sum log std + const): d/dmu = -A_t (a_t -
-        mu_t) / std^2, d/dlog std = sum_t -A_t ((a_t - mu_t)^2 / std^2 - 1) - beta.
+        mu_t) / std^2, d/dlog std = sum_t -A_t ((a_t - mu_t)^2 / std^2 - 1) - beta. A
+        ``MultiDiscrete`` head (``net.nvec``): actions (M, L, K), one index per component; log
+        pi(a_t) and H_t are sums over the components, so each component's slice of the logits
+        gets eq. 16 with its own softmax.
         gamma: one discount for every row; lam, beta: one number, or one per row.
 
     Returns:
@@ -195,12 +220,15 @@ def loss_gradients(
         inside = (log_std >= LOG_STD_RANGE[0]) & (log_std <= LOG_STD_RANGE[1])
         g_ls = np.where(valid[:, :, None], d_ls, 0.0).sum(axis=1) * inside
     else:
-        logp = log_softmax(z[:, :big_l], axis=2)
-        pi = np.exp(logp)
-        ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
         a_idx = np.asarray(actions, dtype=np.int64)
-        onehot = (a_idx[:, :, None] == np.arange(n_actions)).astype(np.float64)
-        dz = -adv[:, :, None] * (onehot - pi) + beta * pi * (logp + ent)  # eq. 16
+        a_idx = a_idx if net.nvec else a_idx[:, :, None]
+        dz = np.empty((m, big_l, n_actions))
+        for j, (a0, a1) in enumerate(net.segments):  # one softmax per component
+            logp = log_softmax(z[:, :big_l, a0:a1], axis=2)
+            pi = np.exp(logp)
+            ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
+            onehot = (a_idx[:, :, j, None] == np.arange(a1 - a0)).astype(np.float64)
+            dz[:, :, a0:a1] = -adv[:, :, None] * (onehot - pi) + beta * pi * (logp + ent)  # eq. 16
         g_ls = log_std  # (M, 0)
     dz = np.where(valid[:, :, None], dz, 0.0)
     dv = np.where(valid, -2.0 * lam * adv, 0.0)  # eq. 17 x lambda
