@@ -985,3 +985,33 @@ def test_a_low_precision_model_noised_in_its_own_dtype_is_flagged(
     prec = res.extra["tests"]["noise"]["residual"]["shape"]["precision"]
     assert prec["rejected"] is not safe, prec
     assert safe or ("noise" in res.extra["flagged_by"] and prec["p_value"] < 1e-6)
+
+
+def test_the_raw_gradient_probe_charges_nothing_and_leaves_the_global_rng(tmp_path: Path) -> None:
+    """A ``PrivacyEngine.make_private`` loop (the global RNG draws the noise: generator None):
+    the probe's two ``pre_step`` calls neither reach Opacus's accountant hook nor move the
+    global RNG (forked), and they see the same noise (statistic exactly 0)."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    gen = torch.Generator().manual_seed(3)
+    x, y = torch.randn(128, 8, generator=gen), torch.randint(0, 2, (128,), generator=gen)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    engine = PrivacyEngine()
+    model, opt, loader = engine.make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        data_loader=DataLoader(TensorDataset(x, y), batch_size=16),
+        noise_multiplier=1.0, max_grad_norm=1.0,
+    )  # fmt: skip
+    assert opt.generator is None
+    audit = CanaryAudit(tmp_path / "run", canaries=20, seed=3, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    for xb, yb in loader:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    steps, state = [h[2] for h in engine.accountant.history], torch.get_rng_state()
+    audit.finish()
+    assert [h[2] for h in engine.accountant.history] == steps and steps[0] == 8
+    assert torch.equal(torch.get_rng_state(), state)
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["clip_check"]["raw"] == 0.0
