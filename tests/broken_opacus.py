@@ -506,6 +506,34 @@ class RawGradientLeftIn(DPOptimizer):
             p.grad = (p.grad.view_as(p.summed_grad) + p.summed_grad + noise).view_as(p)
 
 
+class RawGradientInTinyBias(DPOptimizer):
+    """The raw mean gradient left in the last tensor only (the 2-entry bias): ``p.grad =
+    summed_grad + noise + p.grad`` there, the correct release elsewhere."""
+
+    def add_noise(self) -> None:
+        last = self.params[-1]
+        raw = last.grad.detach().clone()
+        super().add_noise()
+        last.grad = last.grad + raw
+
+
+class NoiseToTheLargestNorm(DPOptimizer):
+    """Noise std ``sigma`` times the batch's largest clipped per-sample norm instead of
+    ``sigma C`` (less noise for a quiet batch; the canaries, clipped to C, hide it in the run)."""
+
+    def clip_and_accumulate(self) -> None:
+        gs = [self._get_flat_grad_sample(p) for p in self.params]
+        norms = torch.stack([g.flatten(1).norm(dim=1) for g in gs], 1).norm(dim=1)
+        self._largest = float(norms.clamp(max=self.max_grad_norm).max())
+        super().clip_and_accumulate()
+
+    def add_noise(self) -> None:
+        for p in self.params:
+            p.grad = (
+                p.summed_grad + _noise(self, p, self.noise_multiplier * self._largest)
+            ).view_as(p)
+
+
 class RawGradientAverageMixedIn(DPOptimizer):
     """A running mean ``e = 0.9 e + 0.1 B g`` of the raw gradient ``g`` (B the expected batch
     size) added to the released sum beside the correct noise."""
@@ -594,8 +622,11 @@ BROKEN = {
         NoisePermutedAtLag,
         "independence",
     ),
-    "raw gradient left in the released update": (RawGradientLeftIn, "independence"),
-    "running mean of the raw gradient mixed in": (RawGradientAverageMixedIn, "independence"),
+    # flagged by the data test's independence too; the raw-gradient probe decides (session 51)
+    "raw gradient left in the released update": (RawGradientLeftIn, "clipping"),
+    "running mean of the raw gradient mixed in": (RawGradientAverageMixedIn, "clipping"),
+    "raw gradient left in the 2-entry bias only": (RawGradientInTinyBias, "clipping"),
+    "noise std sigma times the batch's largest clipped norm": (NoiseToTheLargestNorm, "clipping"),
     "noise rounded to bfloat16 before it is added": (NoiseRoundedToBfloat16, "noise"),
     "per-sample norms above 50 C left unclipped": (HugeNormsUnclipped, "clipping"),
 }

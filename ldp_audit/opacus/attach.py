@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import operator
 import time
+import types
 from typing import Any
 
 import numpy as np
@@ -375,7 +376,9 @@ class CanaryAudit:
 
         setattr(opt, hook, clip_and_accumulate)
         opt.add_noise = add_noise
-        inner.step = step
+        # a bound method, as torch's LR schedulers made after attach wrap it (step.__func__)
+        self._inner_step = inner.__dict__.get("step")  # a scheduler's wrapper made before
+        inner.step = types.MethodType(lambda _inner, *a, **k: step(*a, **k), inner)
         setattr(opt, AUDIT_MARK, self)
         self._opt = opt
 
@@ -386,6 +389,8 @@ class CanaryAudit:
         for name in self._hooked:
             opt.__dict__.pop(name, None)
         opt.original_optimizer.__dict__.pop("step", None)
+        if self._inner_step is not None:
+            opt.original_optimizer.step = self._inner_step
         opt.__dict__.pop(AUDIT_MARK, None)
 
     # ------------------------------------------------------------------ per step
@@ -811,7 +816,66 @@ def clip_probe(audit: CanaryAudit) -> dict:
     finally:
         for p, (gs, sg) in zip(params, saved, strict=True):
             p.grad_sample, p.summed_grad = gs, sg
-    return {"ratio": worst[0], "tensor": worst[1], "row_norm": worst[2] / clip}
+    out = {"ratio": worst[0], "tensor": worst[1], "row_norm": worst[2] / clip}
+    return {**out, **raw_probe(audit, dirs)}
+
+
+def raw_probe(audit: CanaryAudit, dirs: list) -> dict:
+    """The optimizer's own ``pre_step`` (unhooked, its ``step_hook`` off) run twice on a zero
+    per-sample gradient, from the same generator state: once with ``p.grad`` (the backward
+    pass's raw, unclipped gradient) set to a public ``G`` of up to ``10^6 sigma C`` a
+    coordinate, once with it 0. ``add_noise`` replaces ``p.grad``, so under the claim the two
+    releases are equal (the same noise; where the generator's state cannot be set, two fresh
+    draws). Returns the largest ``|<difference, G / |G|>|`` over the tensors in units of the
+    difference's std under fresh draws, ``sqrt(2) sigma C`` (over ``B`` for a mean reduction):
+    above 50 (probability ``< 10^-500`` per tensor) the release kept some of the raw gradient
+    (``raw_tensor``: which tensor), or ``raw_error``. Also the second release's noise std over
+    the claimed one (``zero_batch_std``) and its ``chi^2(P)`` lower tail (``zero_batch_p``).
+    Gradients, generator and RNG restored."""
+    import torch
+    from scipy.stats import chi2
+
+    opt, params, cl = audit._opt, audit._params, audit._claim
+    unit = 2**0.5 * cl["noise_multiplier"] * cl["max_grad_norm"]
+    unit /= cl["expected_batch_size"] if cl["loss_reduction"] == "mean" else 1
+    gen, hook = opt.generator, opt.step_hook
+    try:
+        state = gen.get_state() if isinstance(gen, torch.Generator) else None
+    except RuntimeError:
+        state = None
+    big = [min(1e6 * unit, torch.finfo(p.dtype).max / 100) for p in params]
+    raw = [d[0] * (m / float(d.abs().max())) for d, m in zip(dirs, big, strict=True)]
+    saved = [(p.grad, getattr(p, "grad_sample", None), getattr(p, "summed_grad", None))
+             for p in params]  # fmt: skip
+    cuda = sorted({p.device.index or 0 for p in params if p.device.type == "cuda"})
+    released = []
+    try:
+        opt.step_hook = None  # Opacus's accountant hook: the probe is no update
+        for scale in (1.0, 0.0):
+            for p, r in zip(params, raw, strict=True):
+                p.grad, p.summed_grad = r * scale, None
+                p.grad_sample = torch.zeros((1, *p.shape), dtype=p.dtype, device=p.device)
+            with torch.random.fork_rng(devices=cuda):
+                if state is not None:
+                    gen.set_state(state)
+                if not opt.pre_step():
+                    return {"raw_error": "pre_step skipped the step"}
+            released.append([p.grad.detach().double().flatten() for p in params])
+    except Exception as e:  # the optimizer's own code refused the probe: named, not tested
+        return {"raw_error": f"{type(e).__name__}: {e}"[:300]}
+    finally:
+        opt.step_hook = hook
+        if state is not None:
+            gen.set_state(state)
+        for p, (g, gs, sg) in zip(params, saved, strict=True):
+            p.grad, p.grad_sample, p.summed_grad = g, gs, sg
+    z = [abs(float((a - b) @ r.double().flatten())) / float(r.double().norm()) / unit
+         for a, b, r in zip(*released, raw, strict=True)]  # fmt: skip
+    # the second release is the noise of a batch of zero gradients: chi^2(P) in units of
+    # unit^2 / 2 under the claim (noise calibrated to the batch shows as too little)
+    sq, n = sum(float((b**2).sum()) for b in released[1]) * 2 / unit**2, audit._claim["n_params"]
+    return {"raw": max(z), "raw_tensor": max(range(len(z)), key=z.__getitem__),
+            "zero_batch_std": (sq / n) ** 0.5, "zero_batch_p": float(chi2.cdf(sq, n))}  # fmt: skip
 
 
 def _accumulated(opt: Any, default: int) -> int:

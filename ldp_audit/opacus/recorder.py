@@ -165,9 +165,17 @@ class UpdateRecorder:
         self._done["sketch"].append(r.index_select(1, at).cpu())
         # a bound on the grain of each sketch residual's rounding: 4 units in the last place,
         # at the tensor's bits, of the larger of the released sum and the clipped sum
-        big = torch.maximum((g * k).index_select(1, at).abs(), s.index_select(1, at).abs()
-                            / self._clip)  # fmt: skip
-        e = torch.frexp(big)[1].float() - self._bits.to(r.device)[None, :] + 2.0
+        gk = (g * k).index_select(1, at).abs()
+        big = torch.maximum(gk, s.index_select(1, at).abs() / self._clip)
+        bits = self._bits.to(r.device)[None, :]
+        e = torch.frexp(big)[1].float() - bits + 2.0
+        # below float32's bits: the clipped sum is fixed given the past, so the residual's
+        # values lie on the released value's own grid (2 units in its last place: the mean's
+        # scale k need not be a power of two; a released 0 has the finest grid), plus
+        # float32's rounding (4 units of the larger)
+        at_own = torch.where(gk > 0, torch.frexp(gk)[1].float() - bits + 1.0, -200.0)
+        own = torch.maximum(at_own, e + bits - 24.0)
+        e = torch.where(bits < 24, own, e)
         self._done["grain"].append(torch.where(big == big, torch.exp2(e), big).cpu())
         # per tensor, <r, s> and |s|^2 (s in units of C): does the noise follow the data?
         sc = s.double() / self._clip

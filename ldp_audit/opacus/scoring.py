@@ -206,6 +206,14 @@ def _clip_test(met: dict, names: list[str]) -> dict[str, Any]:
         if c["ratio"] > 1.0 + CLIP_TOLERANCE:
             problems.append(f"one per-sample gradient of norm {c['row_norm']:g} C (in "
                             f"{out['worst']}) was clipped to {c['ratio']:.4g} C")  # fmt: skip
+        if c.get("raw", 0.0) > 50.0:  # attach.raw_probe: < 1e-500 per tensor under the claim
+            problems.append(f"a public raw gradient in p.grad of {names[c['raw_tensor']]} moved "
+                            f"the release by {c['raw']:.3g} noise stds: add_noise kept part "
+                            f"of the raw (unclipped) gradient")  # fmt: skip
+        if c.get("zero_batch_p", 1.0) < 1e-12:  # attach.raw_probe, its false alarm 1e-12
+            problems.append(f"a batch of zero gradients was released with noise of "
+                            f"{c['zero_batch_std']:.3g} times the claimed std "
+                            f"(p {c['zero_batch_p']:.2g}): noise set by the data")  # fmt: skip
     p = 0.0 if problems else (None if "error" in c else 1.0)
     return {**out, "rejected": bool(problems), "p_value": p}
 
