@@ -272,15 +272,10 @@ class Snapped(ScoreStatistic):
     def label(self) -> str:
         return self.inner.label()
 
-    def own_events(self, ts: np.ndarray) -> np.ndarray:
+    @property
+    def own(self) -> tuple[tuple[float, float], ...]:  # type: ignore[override]
         q = self.quantum  # the inner ranges on this statistic's grid (rounding is monotone)
-        on_grid = (lambda v: np.round(v / q) * q) if q > 0 else (lambda v: v)
-        own = [(on_grid(lo), on_grid(hi)) for lo, hi in self.inner.own]
-        return (
-            np.any([(ts >= lo) & (ts < hi) for lo, hi in own], axis=0)
-            if own
-            else np.zeros(ts.shape, bool)
-        )
+        return tuple(tuple(np.round(np.array(r) / q) * q) if q > 0 else r for r in self.inner.own)
 
     def describe(self, op: str, t: float) -> str:
         return self.inner.describe(op, t) + " (outputs on a 2^-32-relative grid)"
