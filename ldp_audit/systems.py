@@ -292,16 +292,21 @@ def resolve(ref: Any, what: str) -> Any:
     if not sep or not mod_name or not attr:
         raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {ref!r}")
     try:
-        obj: Any = importlib.import_module(mod_name)
+        mod = importlib.import_module(mod_name)
     except Exception as exc:  # noqa: BLE001 - a plug-in's module: named, never a crash
         raise UserCodeError(
             f"{what} {ref!r}: importing {mod_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
+    obj: Any = mod
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise UserCodeError(f"{what} {ref!r}: {mod_name!r} has no attribute {attr!r}") from None
+            # the file read: a user's module shadowed by one already imported (pstats.py)
+            src = f" (read from {mod.__file__})" if getattr(mod, "__file__", None) else ""
+            raise UserCodeError(
+                f"{what} {ref!r}: {mod_name!r} has no attribute {attr!r}{src}"
+            ) from None
     return obj
 
 

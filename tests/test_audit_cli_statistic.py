@@ -128,8 +128,19 @@ def test_same_semantics_as_the_python_api(olh_dir, capsys):
         ("olh_stat_cli:boom", "statistic 'boom' raised ZeroDivisionError"),
         ("olh_stat_cli:wrong_shape", "statistic 'wrong_shape' must return one score per output"),
         ("nocolon", "--statistic must be MODULE:ATTR"),
+        # a user's pstats.py (or json.py) in the current directory is shadowed by the standard
+        # library's, already imported: the message names the file that was read (session 51)
+        ("json:tries", "'json' has no attribute 'tries' (read from " + json.__file__ + ")"),
     ],
-    ids=["missing-module", "missing-attr", "not-callable", "raises", "wrong-shape", "no-colon"],
+    ids=[
+        "missing-module",
+        "missing-attr",
+        "not-callable",
+        "raises",
+        "wrong-shape",
+        "no-colon",
+        "shadowed-module",
+    ],
 )  # fmt: skip
 def test_statistic_errors_exit_2_without_traceback(spec, message, olh_dir, capsys):
     code = main([*BASE, "--statistic", spec])

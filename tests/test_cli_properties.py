@@ -474,6 +474,24 @@ def test_json_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     assert proc.returncode == 0
 
 
+def test_a_verdict_survives_a_closed_pipe() -> None:
+    """Session 51's probe: ``ldp-audit audit ... | head -1`` (the reader gone before the final
+    flush) ended with exit 0 after a violation: the BrokenPipeError of main's flush was
+    answered with EXIT_OK, the verdict's exit 1 dropped (a pipeline with pipefail read "no
+    violation"). The exit code is the command's once it has finished."""
+    proc = subprocess.Popen(
+        [*_cli_cmd(), "audit", "--mechanism", "laplace", "--epsilon", "1"]
+        + ["--samples", "20000", "--seed", "0", "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert proc.returncode == 1, err  # the float bits' violation, as without the pipe
+
+
 def test_a_closed_stdout_is_no_internal_error(tmp_path: Path) -> None:
     """Session 50's probe: ``ldp-audit budget LEDGER >&-`` (fd 1 closed, so sys.stdout is None)
     ran, then exit 3 with a traceback from main's final ``sys.stdout.flush()``. The output is

@@ -258,9 +258,14 @@ def best_events(
             continue
         # the input cells' events are fixed by the inputs, not picked among 100 thresholds:
         # shrunk less (a 5% bound shrinks a ratio of 82 to 50 outputs of 5,000 to 1.08)
-        lvl = 0.25 if stat.family == "input-cells" else _SHRINK
-        p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n), lvl)
-        p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), lvl)
+        p_num, p_den = (
+            np.where(
+                stat.own_events(tc.ts),
+                bound(c.astype(np.float64), float(n), 0.25),
+                bound(c.astype(np.float64), float(n), _SHRINK),
+            )
+            for bound, c in ((clopper_pearson_lower, c_num), (clopper_pearson_upper, c_den))
+        )
         # pure DP (delta = 0) only: the tail model of the denominator (see _TAIL_FIT)
         p_den0 = _tail(_tail_rates, tc, x_num, op, p_den) if 0.0 in deltas else p_den
         if _NORMAL_TAIL and any(d > 0 for d in deltas):

@@ -51,6 +51,17 @@ class ScoreStatistic(abc.ABC):
     family = "statistic"
     #: reads the outputs as the mechanism returned them (not coerced to float64 (n, k))
     needs_raw = False
+    #: threshold ranges ``[lo, hi)`` whose events are an input's own cell on A (fixed by the
+    #: pair, not picked among thresholds: selection reads them at a looser level)
+    own: tuple[tuple[float, float], ...] = ()
+
+    def own_events(self, ts: np.ndarray) -> np.ndarray:
+        """Which thresholds ``ts`` give an event of an input's own cell (see ``own``)."""
+        return (
+            np.any([(ts >= lo) & (ts < hi) for lo, hi in self.own], axis=0)
+            if self.own
+            else np.zeros(ts.shape, bool)
+        )
 
     def values(self, y: np.ndarray) -> np.ndarray:
         s = np.asarray(self._values(y), dtype=np.float64)
@@ -261,6 +272,11 @@ class Snapped(ScoreStatistic):
     def label(self) -> str:
         return self.inner.label()
 
+    @property
+    def own(self) -> tuple[tuple[float, float], ...]:  # type: ignore[override]
+        q = self.quantum  # the inner ranges on this statistic's grid (rounding is monotone)
+        return tuple(tuple(np.round(np.array(r) / q) * q) if q > 0 else r for r in self.inner.own)
+
     def describe(self, op: str, t: float) -> str:
         return self.inner.describe(op, t) + " (outputs on a 2^-32-relative grid)"
 
@@ -458,8 +474,24 @@ def build_statistics(
         # (own names: the l1-ratio's lambda above reads a, b, the medians, when it is called)
         on_x, on_x2 = (snap(v[None, :])[0] if snap else v for v in (x, x2))
         cells = lambda y: (y == on_x).all(1) * 1.0 - (y == on_x2).all(1)  # noqa: E731
-        # only where A holds such an output: continuous outputs never equal an input, and one
-        # more statistic there would only cost the others power (Bonferroni)
-        if cells(ya1).any() or cells(ya2).any():
+        ya = np.concatenate([ya1, ya2])
+        ya = ya[cells(ya) == 0]  # A's outputs in neither input's cell
+
+        def mark(st: ScoreStatistic) -> int:
+            # the thresholds where x's (x2's) cell scores above (below) every other output of A
+            v, ends = st.values(ya), st.values(np.stack([on_x, on_x2]))
+            v = np.append(v, 0.0) if isinstance(st, _CellScore) else v  # unseen cells: 0
+            hi, lo = v.max(initial=-np.inf), v.min(initial=np.inf)
+            st.own = tuple((hi, e) for e in ends if e > hi) + tuple((e, lo) for e in ends if e < lo)
+            return len(st.own)
+
+        # only where A holds such an output (continuous outputs never equal an input: one more
+        # statistic there would only cost the others power, Bonferroni), and not where the
+        # cells fitted on A single out both inputs' cells already (k-RR over 200 values): a
+        # second statistic with the same events would split the error over mirrored ones
+        both = [mark(st) for st in stats if isinstance(st, _CellScore)] == [2]
+        if (cells(ya1).any() or cells(ya2).any()) and not both:
             stats.append(_Formula("input-cells", "[y = x] - [y = x2]", cells))
+        for st in stats:
+            mark(st)
     return stats, j, discrete

@@ -211,6 +211,9 @@ def _main(argv: list[str] | None) -> int:
         from ldp_audit.cli.types import unrecognized_error
 
         unrecognized_error(parser, given, extra)
+    code, out = EXIT_OK, sys.stdout
+    if out is not None:  # None: fd 1 closed (``>&-``), print drops the output
+        sys.stdout = _PipeSafe(out)
     try:
         from ldp_audit.limits import check_input_paths
 
@@ -220,13 +223,12 @@ def _main(argv: list[str] | None) -> int:
 
             backend_options(args)
         code = int(args.func(args) or 0)
-        if sys.stdout is not None:  # None: fd 1 closed (``>&-``), print dropped the output
+        if sys.stdout is not None:
             sys.stdout.flush()
         return code
-    except BrokenPipeError:  # stdout closed early (``... --json | head``): quiet, no traceback
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+    except BrokenPipeError:  # stdout closed early, written to otherwise than by print
+        _devnull_stdout(sys.stdout)
+        return code
     except (LdpAuditError, SystemExit) as exc:  # a SystemExit is never ours once the command
         why = _user_exit(exc) if isinstance(exc, SystemExit) else exc  # runs: user code's
         print(f"ldp-audit: error: {why}", file=sys.stderr)
@@ -239,6 +241,40 @@ def _main(argv: list[str] | None) -> int:
         )
         traceback.print_exc(file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if isinstance(sys.stdout, _PipeSafe):
+            sys.stdout = out
+
+
+def _devnull_stdout(stream: Any) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+class _PipeSafe:
+    """``sys.stdout`` while a command runs: once its reader is gone (``ldp-audit audit ... |
+    head -1``) the rest of the output is dropped, not raised, so the command finishes and
+    its exit code (a verdict's 1) is kept; before, the BrokenPipeError of a print ended it
+    with 0."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        try:
+            return self._inner.write(text)
+        except BrokenPipeError:
+            _devnull_stdout(self._inner)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._inner.flush()
+        except BrokenPipeError:
+            _devnull_stdout(self._inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 if __name__ == "__main__":  # pragma: no cover
