@@ -19,6 +19,7 @@ from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.accountant.ledger_marks import ENV_HEADS, heads_dir
 from ldp_audit.cli import main
+from ldp_audit.errors import InvalidParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE = [("a", LaplaceEvent(1.0))]
@@ -95,6 +96,8 @@ def test_a_backup_restored_on_purpose_is_accepted(tmp_path, capsys) -> None:
     assert main(["budget", str(led), "--accept-restored"]) == 0  # a copy at the mark
     assert "nothing forgotten" in capsys.readouterr().out
     _refused(capsys, ["budget", str(led), "--accept-restored", "--verify"], "used alone")
+    with pytest.raises(InvalidParameterError, match="accept_restored must be a bool, got 'no'"):
+        Ledger(led, accept_restored="no")  # a truthy string would have accepted
 
 
 def test_a_mark_edited_by_hand_is_refused(tmp_path, capsys, _heads) -> None:

@@ -144,6 +144,8 @@ class Ledger(LedgerQueries):
         accept_restored: bool = False,
     ):
         _check_verify(verify)
+        if not isinstance(accept_restored, bool):
+            raise InvalidParameterError(f"accept_restored must be a bool, got {accept_restored!r}")
         self._accept = accept_restored
         store = SqliteStore(
             path,
