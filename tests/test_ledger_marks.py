@@ -19,7 +19,7 @@ from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.accountant.ledger_marks import ENV_HEADS, heads_dir
 from ldp_audit.cli import main
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, LedgerError
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE = [("a", LaplaceEvent(1.0))]
@@ -156,3 +156,14 @@ def test_a_writer_killed_between_commit_and_mark_leaves_a_ledger_that_opens(tmp_
         assert len(acc.ledger) == 3
         acc.charge_many(ONE)
     assert json.loads(mark.read_text())["rows"] == 4
+
+
+def test_a_writer_that_cannot_write_the_mark_is_refused_before_charging(tmp_path, monkeypatch):
+    """A heads folder that cannot be created (here under /proc): the writer committed, then
+    raised "cannot write its high-water mark" (a charge counted, the caller told it failed);
+    now refused on open, nothing charged. Readers still read (no mark: nothing to compare)."""
+    led, _ = _ledger(tmp_path, 2, 0)
+    monkeypatch.setenv(ENV_HEADS, "/proc/ldp-audit-no-such-folder/heads")
+    with pytest.raises(LedgerError, match="cannot be charged.*nothing was charged"):
+        Accountant(led)
+    assert len(Ledger(led, readonly=True)) == 2

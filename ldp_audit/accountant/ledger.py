@@ -63,7 +63,7 @@ from ldp_audit.accountant.ledger_format import (
     head_message,
     metadata_digest,
 )
-from ldp_audit.accountant.ledger_marks import advance_mark, check_mark
+from ldp_audit.accountant.ledger_marks import advance_mark, check_mark, check_writable
 from ldp_audit.accountant.ledger_queries import LedgerQueries
 from ldp_audit.accountant.ledger_replay import Replay, before
 from ldp_audit.accountant.ledger_sqlite import (
@@ -243,6 +243,8 @@ class Ledger(LedgerQueries):
         if self._write_refusal is not None:
             self.readonly = True
         if not self.readonly:
+            if self._key is not None and store.durable:
+                check_writable(self.path)  # its marks (ledger_marks) can be written
             store.open_for_writing()
         if verify:
             store.check_storage(full=False)

@@ -34,7 +34,15 @@ from ldp_audit.accountant.keys import LedgerKey, key_file_path, xdg_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.errors import LdpAuditError, LedgerError
 
-__all__ = ["ENV_HEADS", "Mark", "heads_dir", "read_mark", "check_mark", "advance_mark"]
+__all__ = [
+    "ENV_HEADS",
+    "Mark",
+    "heads_dir",
+    "read_mark",
+    "check_mark",
+    "advance_mark",
+    "check_writable",
+]
 
 ENV_HEADS = "LDP_AUDIT_HEADS"
 _LABEL = b"ldp-audit ledger high-water mark v1|"
@@ -132,6 +140,23 @@ def check_mark(
         f"is not the spend",
         "Put the newest copy back (its chain passes through that head)",
     )
+
+
+def check_writable(path: str) -> None:
+    """A writer's open: the heads folder exists (created, mode 0700) and is writable, so a
+    commit never succeeds without its mark being written (refused before anything is charged).
+    """
+    folder = heads_dir()
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError("not writable")
+    except OSError as exc:
+        raise LedgerError(
+            f"ledger {path!r} cannot be charged: the folder of its high-water mark "
+            f"{str(folder)!r} cannot be written ({exc.strerror or exc}); set {ENV_HEADS} to a "
+            f"writable folder outside every run (nothing was charged)"
+        ) from None
 
 
 @contextlib.contextmanager
