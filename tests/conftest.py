@@ -32,6 +32,8 @@ def _ledger_key(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("LDP_AUDIT_KEY", raising=False)
         mp.setenv("LDP_AUDIT_KEY_FILE", str(key_dir / "ledger.key"))
+        # the high-water marks under an LDP_AUDIT_KEY of a test: never the user's ~/.local/state
+        mp.setenv("XDG_STATE_HOME", str(key_dir / "state"))
         yield key_dir / "ledger.key"
 
 

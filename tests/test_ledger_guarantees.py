@@ -268,7 +268,10 @@ def test_a_ledger_rolled_back_or_replaced_under_a_live_writer_is_refused(tmp_pat
     with pytest.raises(LF.LedgerIntegrityError, match="rolled back .* while it was open"):
         acc.charge("b", LaplaceEvent(0.5))
     acc.close()
-    acc = Accountant(str(p))  # a new writer cannot tell (docs: the run's anchor does)
+    with pytest.raises(LF.LedgerIntegrityError, match="holds 1 charges.*high-water mark records 4"):
+        Accountant(str(p))  # a new writer: the mark kept beside the key (before it: charged)
+    Ledger(str(p), accept_restored=True).close()  # restored on purpose (budget --accept-restored)
+    acc = Accountant(str(p))
     shutil.copyfile(p, tmp_path / "copy.sqlite")
     os.replace(tmp_path / "copy.sqlite", p)  # renamed over: another file at the path
     with pytest.raises(LF.LedgerIntegrityError, match="replaced by another file while open"):

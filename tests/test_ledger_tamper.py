@@ -465,9 +465,10 @@ def test_what_only_an_external_anchor_catches(run: Path, tmp_path: Path) -> None
     """The documented limits (docs/accountant.md, "What no key catches"), measured: a state the
     key itself sealed, restored later, verifies with the key; only a head or root published
     elsewhere tells it from the newer one. (1) A ledger alone (no run) copied back over a longer
-    one: the older spend reads as the spend. (2) A run folder restored from before its audit was
-    added: verifies, and --expect-head passes (an analysis adds no charge); --expect-root
-    refuses."""
+    one: the older spend read as the spend until the high-water mark kept beside the key
+    (ledger_marks); now refused, until accepted as restored on purpose. (2) A run folder
+    restored from before its audit was added: verifies, and --expect-head passes (an analysis
+    adds no charge); --expect-root refuses."""
 
     led = tmp_path / "alone" / "ledger.sqlite"
     led.parent.mkdir()
@@ -478,7 +479,11 @@ def test_what_only_an_external_anchor_catches(run: Path, tmp_path: Path) -> None
     later_head = acc.ledger.verify()["chain_head"]
     acc.ledger.close()
     shutil.copy(tmp_path / "older-alone.sqlite", led)  # the rollback
-    assert main(["budget", str(led), "--verify"]) == 0  # not caught by the key
+    # caught by the high-water mark beside the key (before it: exit 0, 3 of 8 charges read)
+    assert main(["budget", str(led), "--verify"]) == 2
+    with pytest.raises(LedgerIntegrityError, match="holds 3 charges.*mark records 8"):
+        Ledger(led)
+    assert main(["budget", str(led), "--accept-restored"]) == 0  # restored on purpose
     with Ledger(led) as old:
         assert Accountant(old).spent("a", method="basic") == pytest.approx(3.0)  # 8 were spent
     assert main(["budget", str(led), "--verify", "--expect-head", later_head]) == 2

@@ -34,6 +34,7 @@ __all__ = [
     "KeyFileError",
     "load_key",
     "default_key_path",
+    "xdg_dir",
     "key_file_path",
     "check_key_outside",
 ]
@@ -84,11 +85,17 @@ class LedgerKey:
         return f"LedgerKey(id={self.id}, source={self.source!r})"
 
 
+def xdg_dir(var: str, default: str) -> Path:
+    """``$var/ldp-audit`` when ``var`` (an XDG variable) is an absolute path, else
+    ``~/default/ldp-audit``."""
+    base = os.environ.get(var) or ""
+    root = Path(base) if base.strip() and Path(base).is_absolute() else Path.home() / default
+    return root / "ldp-audit"
+
+
 def default_key_path() -> Path:
     """``$XDG_CONFIG_HOME/ldp-audit/ledger.key``, else ``~/.config/ldp-audit/ledger.key``."""
-    base = os.environ.get("XDG_CONFIG_HOME") or ""
-    root = Path(base) if base.strip() and Path(base).is_absolute() else Path.home() / ".config"
-    return root / "ldp-audit" / "ledger.key"
+    return xdg_dir("XDG_CONFIG_HOME", ".config") / "ledger.key"
 
 
 def _parse(text: str, source: str) -> bytes:

@@ -15,7 +15,9 @@ run's charges match the rows already here instead of charging twice
 (:mod:`~ldp_audit.accountant.ledger_replay`). An edited, deleted or reordered row, a state
 edited apart from its chain, or a lost journal is a :class:`LedgerIntegrityError`, never a
 silently lower spend. Without the key, reads work and say so (``authenticated``, ``auth_note``),
-and nothing is charged. A ledger replaced by an older *complete* copy is caught only against an
+and nothing is charged. A ledger replaced by an older *complete* copy, or a copy charged on its
+own, is caught on open by the high-water mark kept beside the key
+(:mod:`~ldp_audit.accountant.ledger_marks`, moved after every commit), and anywhere against an
 anchor kept elsewhere (the run's manifest, ``verify(expect_head=...)``). docs/accountant.md has
 the guarantees, the tamper table and the measurements.
 
@@ -57,9 +59,11 @@ from ldp_audit.accountant.ledger_format import (
     LedgerReadOnlyError,
     check_rows,
     check_text,
+    genesis_hash,
     head_message,
     metadata_digest,
 )
+from ldp_audit.accountant.ledger_marks import advance_mark, check_mark, check_writable
 from ldp_audit.accountant.ledger_queries import LedgerQueries
 from ldp_audit.accountant.ledger_replay import Replay, before
 from ldp_audit.accountant.ledger_sqlite import (
@@ -101,6 +105,11 @@ class Ledger(LedgerQueries):
         readonly: open without ever writing (no journal mode change, no schema); a file or
             folder without write permission is opened read-only automatically, and a charge
             then raises ``LedgerReadOnlyError``.
+        accept_restored: a copy restored on purpose: after a full ``verify()``, this
+            ledger's high-water mark (:mod:`~ldp_audit.accountant.ledger_marks`) is rewritten
+            to this file's head; ``restored`` then holds the ``(rows, head)`` it forgot (None:
+            no mark, or one this file extends). Without it, a file the mark shows was rolled
+            back or forked is refused.
 
     ``Ledger.over(store)`` opens a ledger over any :class:`RowStore` (docs/accountant.md, "The
     store interface").
@@ -120,6 +129,9 @@ class Ledger(LedgerQueries):
     key_id: str | None = None
     #: The replay of the last ``begin_replay`` (None: never called).
     _replay: Replay | None = None
+    #: ``accept_restored``, and then the mark it replaced (``(rows, head)`` or None).
+    _accept = False
+    restored: tuple[int, bytes] | None = None
 
     def __init__(
         self,
@@ -129,8 +141,12 @@ class Ledger(LedgerQueries):
         verify: bool | str = True,
         create: bool = True,
         readonly: bool = False,
+        accept_restored: bool = False,
     ):
         _check_verify(verify)
+        if not isinstance(accept_restored, bool):
+            raise InvalidParameterError(f"accept_restored must be a bool, got {accept_restored!r}")
+        self._accept = accept_restored
         store = SqliteStore(
             path,
             timeout=timeout,
@@ -227,13 +243,29 @@ class Ledger(LedgerQueries):
         if self._write_refusal is not None:
             self.readonly = True
         if not self.readonly:
+            if self._key is not None and store.durable:
+                check_writable(self.path)  # its marks (ledger_marks) can be written
             store.open_for_writing()
         if verify:
             store.check_storage(full=False)
             with store.read():
                 verify_open(store, self._ledger_id, self.path)
-            if verify == "full":
+        if self._key is not None and store.durable:  # the high-water mark (ledger_marks)
+            if self._accept:
                 self.verify()
+                mark = self._head()
+                old = advance_mark(self._key, self._ledger_id, self.path, mark, None)
+                with store.read():
+                    if old and (old[0] > mark[0] or self._hash_at(old[0]) != old[1]):
+                        self.restored = old
+            with store.read():
+                check_mark(self._key, self._ledger_id, self.path, self._head()[0], self._hash_at)
+        if verify == "full":
+            self.verify()
+
+    def _hash_at(self, i: int) -> bytes | None:
+        """The hash of row ``i`` (0: the genesis hash)."""
+        return genesis_hash(self._ledger_id) if i == 0 else self._store.row_hash(i)  # type: ignore[attr-defined]
 
     def _seal_meta(self) -> None:
         """Inside a write: record the metadata's digest in the head and the head's MAC."""
@@ -269,12 +301,22 @@ class Ledger(LedgerQueries):
                     or f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
                     f"folder is not writable): nothing can be charged"
                 )
-            with self._store.write() as handle:
-                self._in_tx = True
-                try:
-                    yield handle
-                finally:
-                    self._in_tx = False
+            w = self._writer
+            try:
+                with self._store.write() as handle:
+                    self._in_tx = True
+                    try:
+                        yield handle
+                    finally:
+                        self._in_tx = False
+                mark = w.pending if w is not None else None
+            finally:
+                if w is not None:
+                    w.pending = None
+            if mark is not None and self._key is not None and self._store.durable:
+                # committed: the high-water mark follows (lags, never leads)
+                with self._store.errors("read"):
+                    advance_mark(self._key, self._ledger_id, self.path, mark, self._hash_at)
 
     # ---- charging ----------------------------------------------------------------------------
 

@@ -55,6 +55,8 @@ class ChainWriter:
         self.token: Any = None
         #: The most rows this writer saw or committed: a chain never shrinks under it.
         self.rows = 0
+        #: ``(rows, head)`` appended in the open transaction: the high-water mark once it commits.
+        self.pending: tuple[int, bytes] | None = None
 
     def check_head(self) -> WriteHead:
         """The head, matched against the last row and its MAC, with the change token."""
@@ -148,6 +150,7 @@ class ChainWriter:
         store.put_head(
             i, last, key.mac(head_message(self.ledger_id, i, last, bytes(head.meta_digest)))
         )
+        self.pending = (i, last)
         return agent_rows, state_rows
 
     def fold(

@@ -19,7 +19,9 @@ that holds a key refuses a ledger or run not authenticated by it (exit 2, unless
 ``--allow-unverified``); without a key the exit code is 4, not 0.
 ``--delta`` defaults to the run's delta (``config.json``), else the delta of the budget the
 ledger records, else 0; the output names the one it used. ``--migrate-to NEW`` converts a
-schema-version-1 or -2 ledger into a new keyed file (the old one is kept).
+schema-version-1 or -2 ledger into a new keyed file (the old one is kept). A ledger the key's
+high-water mark shows was rolled back or forked is refused (exit 2); ``--accept-restored``
+accepts a backup restored on purpose (:mod:`~ldp_audit.accountant.ledger_marks`).
 """
 
 from __future__ import annotations
@@ -90,6 +92,13 @@ def register(subparsers: Any) -> None:
         recover="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
         "commit) in place: opens the ledger once with write access, charges nothing; readers "
         "read the committed state without it, from a private copy",
+    )
+    add_flags(
+        p,
+        accept_restored="a backup of LEDGER (or of the run's ledger) restored on purpose: after "
+        "a full verify, move this key's high-water mark of the ledger back to this copy's head "
+        "(a copy with fewer charges, or another chain, than the mark is refused until then); "
+        "prints the rows and head it forgot",
     )
     p.add_argument(
         "--migrate-to",
@@ -178,6 +187,10 @@ def _run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "--expect-root needs --verify and a run directory (the root covers the whole run)"
         )
+    if args.accept_restored:
+        if args.verify or args.recover or args.migrate_to is not None:
+            raise InvalidParameterError("--accept-restored is used alone (then --verify)")
+        return _accept_restored(path if path.is_file() else Path(args.ledger) / "ledger.sqlite")
     if args.recover:
         if args.verify or args.migrate_to is not None:
             raise InvalidParameterError("--recover is used alone (then --verify the ledger)")
@@ -226,6 +239,26 @@ def _run(args: argparse.Namespace) -> int:
     else:
         _print_text(out, args.limit, args.agent)
     return exit_code(False, out["authenticated"] and not (refused or unverified))
+
+
+def _accept_restored(path: Path) -> int:
+    """``--accept-restored``: the high-water mark moved to this copy's head (a full verify
+    first); prints what the mark recorded before."""
+    from ldp_audit.accountant import Ledger
+
+    with Ledger(path, create=False, readonly=True, accept_restored=True) as led:
+        if not led.authenticated:
+            raise LedgerError(f"--accept-restored: {led.auth_note}")
+        rows, head, old = len(led), led.chain_head(), led.restored
+    if old is None:
+        forgot = "nothing forgotten (no mark, one this copy extends, or one failing its MAC)"
+    else:
+        forgot = (
+            f"the mark forgot {old[0]} charges ending in head {old[1].hex()}: the charges of "
+            f"that later or forked copy no longer count against this ledger's budget"
+        )
+    print(f"ledger {path}: accepted as restored: {rows} charges, chain head {head}; {forgot}")
+    return 0
 
 
 def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:

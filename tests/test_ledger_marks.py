@@ -1,0 +1,169 @@
+"""The high-water mark (ldp_audit.accountant.ledger_marks): a ledger alone rolled back or forked
+is refused on open, by a writer and by `budget --verify` (before it, both went through and a new
+accountant charged on top of the older spend: docs/accountant.md, "What no key catches");
+a backup restored on purpose is accepted by `budget --accept-restored`; a mark edited by hand
+is refused; a writer killed between its commit and the mark leaves a ledger that opens."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
+from ldp_audit.accountant.ledger_format import LedgerIntegrityError
+from ldp_audit.accountant.ledger_marks import ENV_HEADS, heads_dir
+from ldp_audit.cli import main
+from ldp_audit.errors import InvalidParameterError, LedgerError
+
+ROOT = Path(__file__).resolve().parents[1]
+ONE = [("a", LaplaceEvent(1.0))]
+
+
+@pytest.fixture(autouse=True)
+def _heads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own heads folder (the marks of the session's key are shared otherwise)."""
+    monkeypatch.setenv(ENV_HEADS, str(tmp_path / "heads"))
+    return tmp_path / "heads"
+
+
+def _ledger(tmp_path: Path, before: int, after: int) -> tuple[Path, Path]:
+    """A ledger alone charged ``before`` times, copied, then charged ``after`` more times."""
+    led = tmp_path / "alone" / "ledger.sqlite"
+    led.parent.mkdir()
+    with Accountant(led, budget=Budget(epsilon=100.0)) as acc:
+        acc.charge_many(ONE * before)
+        shutil.copy(led, tmp_path / "older.sqlite")
+        acc.charge_many(ONE * after)
+    return led, tmp_path / "older.sqlite"
+
+
+def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and all(n in err for n in needles), err
+
+
+def test_a_ledger_alone_rolled_back_is_refused(tmp_path, capsys) -> None:
+    """The documented gap (3 of 8 charges read as the spend, exit 0) closed: exit 2."""
+    led, older = _ledger(tmp_path, 3, 5)
+    shutil.copy(older, led)  # the rollback
+    for readonly in (False, True):
+        with pytest.raises(LedgerIntegrityError, match="holds 3 charges.*records 8") as e:
+            Ledger(led, readonly=readonly)
+        assert "--accept-restored" in str(e.value) and str(led) in str(e.value)
+    with pytest.raises(LedgerIntegrityError, match="high-water mark"):
+        Accountant(led, budget=Budget(epsilon=100.0))
+    _refused(capsys, ["budget", str(led), "--verify"], "high-water mark records 8", "--accept")
+    _refused(capsys, ["budget", str(led)], "high-water mark records 8")
+
+
+def test_a_fork_is_refused(tmp_path, capsys) -> None:
+    """Two copies charged on their own: the one charged second, and the other once the mark
+    has moved past it, are refused (the chain does not pass through the mark's head)."""
+    led, copy = _ledger(tmp_path, 3, 0)
+    a, b = Accountant(led), Accountant(copy)  # both opened at the mark (3 rows)
+    a.charge_many(ONE)
+    with pytest.raises(LedgerIntegrityError, match="does not pass through row 4"):
+        b.charge_many(ONE * 2)  # committed to the fork, then refused: the mark stays at a's
+    a.close(), b.close()
+    _refused(capsys, ["budget", str(copy), "--verify"], "does not pass through row 4")
+    with pytest.raises(LedgerIntegrityError, match="does not pass through"):
+        Accountant(copy)
+    with Accountant(led) as acc:  # the ledger the mark follows goes on
+        acc.charge_many(ONE)
+        assert acc.spent("a", method="basic") == pytest.approx(5.0)
+
+
+def test_a_backup_restored_on_purpose_is_accepted(tmp_path, capsys) -> None:
+    led, older = _ledger(tmp_path, 3, 5)
+    shutil.copy(older, led)
+    capsys.readouterr()
+    assert main(["budget", str(led), "--accept-restored"]) == 0
+    out = capsys.readouterr().out
+    assert "3 charges" in out and "forgot 8 charges" in out, out
+    assert main(["budget", str(led), "--verify"]) == 0
+    with Accountant(led, budget=Budget(epsilon=100.0)) as acc:
+        acc.charge_many(ONE)
+        assert acc.spent("a", method="basic") == pytest.approx(4.0)
+    capsys.readouterr()
+    assert main(["budget", str(led), "--accept-restored"]) == 0  # a copy at the mark
+    assert "nothing forgotten" in capsys.readouterr().out
+    _refused(capsys, ["budget", str(led), "--accept-restored", "--verify"], "used alone")
+    with pytest.raises(InvalidParameterError, match="accept_restored must be a bool, got 'no'"):
+        Ledger(led, accept_restored="no")  # a truthy string would have accepted
+
+
+def test_a_mark_edited_by_hand_is_refused(tmp_path, capsys, _heads) -> None:
+    led, older = _ledger(tmp_path, 3, 5)
+    (mark,) = _heads.iterdir()
+    doc = json.loads(mark.read_text())
+    assert doc["rows"] == 8
+    mark.write_text(json.dumps({**doc, "rows": 3}))  # "back to 3", without the key
+    with pytest.raises(LedgerIntegrityError, match="fails its MAC"):
+        Ledger(led)
+    _refused(capsys, ["budget", str(led), "--verify"], "fails its MAC", str(mark))
+    mark.write_text("not a mark")
+    with pytest.raises(LedgerIntegrityError, match="malformed or fails its MAC"):
+        Ledger(older, readonly=True)
+    capsys.readouterr()
+    assert main(["budget", str(led), "--accept-restored"]) == 0  # the way out it names
+    assert "failing its MAC" in capsys.readouterr().out
+    assert json.loads(mark.read_text())["rows"] == 8 and len(Ledger(led)) == 8
+
+
+def test_no_mark_opens_and_a_copy_at_the_mark_verifies(tmp_path, _heads) -> None:
+    """A missing mark (first use, another machine) is no problem; a whole copy (same rows and
+    head) verifies, as a run folder copied elsewhere to be read."""
+    led, _ = _ledger(tmp_path, 3, 5)
+    copy = tmp_path / "copy.sqlite"
+    shutil.copy(led, copy)
+    assert Ledger(copy, verify="full").verify()["rows"] == 8
+    (mark,) = _heads.iterdir()
+    mark.write_bytes(b"")  # what a machine crash after the unsynced rename can leave
+    assert len(Ledger(led)) == 8
+    shutil.rmtree(_heads)
+    assert len(Ledger(led)) == 8
+
+
+_KILLED = r"""
+import os, signal, sys
+from ldp_audit.accountant import Accountant, LaplaceEvent
+from ldp_audit.accountant import ledger as L
+acc = Accountant(sys.argv[1])
+acc.charge_many([("a", LaplaceEvent(1.0))])
+def die(*a, **k):
+    os.kill(os.getpid(), signal.SIGKILL)  # after the commit, before the mark
+L.advance_mark = die
+acc.charge_many([("a", LaplaceEvent(1.0))] * 2)
+"""
+
+
+def test_a_writer_killed_between_commit_and_mark_leaves_a_ledger_that_opens(tmp_path) -> None:
+    led = tmp_path / "ledger.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _KILLED, str(led)], env=env, check=False)
+    assert proc.returncode == -9
+    (mark,) = heads_dir().iterdir()
+    assert json.loads(mark.read_text())["rows"] == 1  # lags the file's 3 rows
+    with Accountant(led) as acc:
+        assert len(acc.ledger) == 3
+        acc.charge_many(ONE)
+    assert json.loads(mark.read_text())["rows"] == 4
+
+
+def test_a_writer_that_cannot_write_the_mark_is_refused_before_charging(tmp_path, monkeypatch):
+    """A heads folder that cannot be created (here under /proc): the writer committed, then
+    raised "cannot write its high-water mark" (a charge counted, the caller told it failed);
+    now refused on open, nothing charged. Readers still read (no mark: nothing to compare)."""
+    led, _ = _ledger(tmp_path, 2, 0)
+    monkeypatch.setenv(ENV_HEADS, "/proc/ldp-audit-no-such-folder/heads")
+    with pytest.raises(LedgerError, match="cannot be charged.*nothing was charged"):
+        Accountant(led)
+    assert len(Ledger(led, readonly=True)) == 2
