@@ -21,18 +21,17 @@ docs/accountant.md, "What no key catches", has what it catches and what it canno
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from ldp_audit.accountant.keys import LedgerKey, key_file_path, xdg_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.errors import LdpAuditError, LedgerError
+from ldp_audit.rundir.files import locked_folder
 
 __all__ = [
     "ENV_HEADS",
@@ -159,17 +158,6 @@ def check_writable(path: str) -> None:
         ) from None
 
 
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def advance_mark(
     key: LedgerKey,
     ledger_id: str,
@@ -189,7 +177,8 @@ def advance_mark(
     rows, head = mark
     f = _file(ledger_id)
     try:
-        with _locked(f.parent):
+        f.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with locked_folder(f.parent):
             try:
                 old = read_mark(key, ledger_id, path)
             except LedgerIntegrityError:

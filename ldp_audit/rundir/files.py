@@ -17,13 +17,14 @@ that a file swapped between the check and the read is never parsed.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
 import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,19 @@ def read_checked(f: Path, name: str) -> bytes:
             f"verify the run again"
         )
     return data
+
+
+@contextlib.contextmanager
+def locked_folder(folder: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``folder`` (which must exist) for the ``with`` block: the
+    writers that append to a run's index, or move a ledger's high-water mark, never lose each
+    other's update."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(p: Path) -> None:

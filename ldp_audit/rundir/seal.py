@@ -24,15 +24,12 @@ but left out of the root, so that writing a report does not change it).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import fcntl
 import hashlib
 import hmac
 import json
-import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +38,7 @@ from ldp_audit.limits import check_regular_file
 from ldp_audit.rundir.files import (
     canonical_json,
     checked_sha256,
+    locked_folder,
     manifest_bytes,
     pin_checked,
     read_checked,
@@ -97,18 +95,6 @@ def _anchor(run: Path, checked: bool = True) -> str:
     if not man.is_file():
         return NO_ANCHOR
     return checked_sha256(man) if checked else sha256_file(man)
-
-
-@contextlib.contextmanager
-def _locked(run: Path) -> Iterator[None]:
-    """An exclusive lock on the run folder while its index is appended to (two writers never
-    lose each other's entry)."""
-    fd = os.open(run, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _read_index(run: Path, checked: bool = True) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -178,7 +164,7 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     if not (run / "manifest.json").is_file():
         return []
     key = _writer_key(run)
-    with _locked(run):
+    with locked_folder(run):
         entries, problem = _read_index(run, checked=False)
         if problem is not None:
             raise RunDirectoryError(
