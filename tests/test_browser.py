@@ -355,3 +355,38 @@ def test_fedrl_page_is_never_green_for_an_infinite_claim(system_pages: dict[str,
     assert upheld and all("gives no protection" in s for s in upheld), upheld
     # one count of infinite ids on the page
     assert "2 ledger ids spent epsilon = inf under every method" in page["text"]
+
+
+#: injected into a copy of a page: lays it out at a phone's width and lists every element whose
+#: content sticks out of its box without the box scrolling (a table wider than the page, a
+#: 64-hex hash in a list item): at 390 px the report's tables and hashes ran off the white page
+#: into the grey margin and out of the window (session 51, a reviewer's screenshot)
+NARROW_PROBE = """<script>
+window.addEventListener('load', function () {
+  document.documentElement.style.width = '390px';
+  var bad = [];
+  Array.prototype.forEach.call(document.querySelectorAll('main, main *'), function (e) {
+    if (getComputedStyle(e).overflowX === 'visible' && e.clientWidth > 0
+        && e.scrollWidth > e.clientWidth + 1) {
+      bad.push(e.tagName + ' +' + (e.scrollWidth - e.clientWidth) + 'px: '
+               + e.textContent.slice(0, 60)); } });
+  var out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify(bad);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.parametrize("which", ["fresh", "demo"])
+def test_page_fits_a_phone_width(
+    chromium: str, fresh_report: Path, tmp_path: Path, which: str
+) -> None:
+    html = fresh_report if which == "fresh" else DEMO_HTML
+    page = tmp_path / "narrow.html"
+    page.write_text(html.read_text().replace("</body>", NARROW_PROBE + "</body>", 1))
+    m = re.search(r'<pre id="probe">(.*?)</pre>', dump_dom(page, binary=chromium), re.S)
+    assert m is not None
+    import html as _html
+
+    assert json.loads(_html.unescape(m.group(1))) == []
