@@ -378,11 +378,16 @@ window.addEventListener('load', function () {
 </script>"""
 
 
-@pytest.mark.parametrize("which", ["fresh", "demo"])
+@pytest.mark.parametrize("which", ["fresh", "demo", "fedrl", "frd"])
 def test_page_fits_a_phone_width(
     chromium: str, fresh_report: Path, tmp_path: Path, which: str
 ) -> None:
-    html = fresh_report if which == "fresh" else DEMO_HTML
+    html = {"fresh": fresh_report, "demo": DEMO_HTML}.get(which)
+    if html is None:  # a system's page with its own sections (their contents line's long titles)
+        from tests.test_report_fixtures import make_system_run, system_ledger
+
+        run = make_system_run(which, tmp_path / "run")
+        html = build_report(run, ledger=system_ledger(which, run)).write(tmp_path / "r")["html"]
     page = tmp_path / "narrow.html"
     page.write_text(html.read_text().replace("</body>", NARROW_PROBE + "</body>", 1))
     m = re.search(r'<pre id="probe">(.*?)</pre>', dump_dom(page, binary=chromium), re.S)

@@ -78,7 +78,8 @@ code{font-size:12.5px}
 .summary{border:2px solid #2a3550;border-radius:8px;padding:8px 16px;margin:12px 0;
  background:#f8f9fc}
 .summary h2{margin-top:8px}.summary table{margin:4px 0;font-size:14px}.summary th{width:150px}
-nav.toc{font-size:13.5px;margin:6px 0 14px}nav.toc a{margin-right:12px;white-space:nowrap}
+nav.toc{font-size:13.5px;margin:6px 0 14px}nav.toc a{margin-right:12px;display:inline-block;
+ max-width:calc(100% - 12px)}
 a.term{color:inherit;text-decoration:underline dotted}
 dl.glossary dt{font-weight:700;margin-top:8px}dl.glossary dd{margin:2px 0 0 18px}
 """
