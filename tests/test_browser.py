@@ -355,3 +355,43 @@ def test_fedrl_page_is_never_green_for_an_infinite_claim(system_pages: dict[str,
     assert upheld and all("gives no protection" in s for s in upheld), upheld
     # one count of infinite ids on the page
     assert "2 ledger ids spent epsilon = inf under every method" in page["text"]
+
+
+#: injected into a copy of a page: lays it out at a phone's width and lists every element whose
+#: content sticks out of its box without the box scrolling (a table wider than the page, a
+#: 64-hex hash in a list item): at 390 px the report's tables and hashes ran off the white page
+#: into the grey margin and out of the window (session 51, a reviewer's screenshot)
+NARROW_PROBE = """<script>
+window.addEventListener('load', function () {
+  document.documentElement.style.width = '390px';
+  var bad = [];
+  Array.prototype.forEach.call(document.querySelectorAll('main, main *'), function (e) {
+    if (getComputedStyle(e).overflowX === 'visible' && e.clientWidth > 0
+        && e.scrollWidth > e.clientWidth + 1) {
+      bad.push(e.tagName + ' +' + (e.scrollWidth - e.clientWidth) + 'px: '
+               + e.textContent.slice(0, 60)); } });
+  var out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify(bad);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.parametrize("which", ["fresh", "demo", "fedrl", "frd"])
+def test_page_fits_a_phone_width(
+    chromium: str, fresh_report: Path, tmp_path: Path, which: str
+) -> None:
+    html = {"fresh": fresh_report, "demo": DEMO_HTML}.get(which)
+    if html is None:  # a system's page with its own sections (their contents line's long titles)
+        from tests.test_report_fixtures import make_system_run, system_ledger
+
+        run = make_system_run(which, tmp_path / "run")
+        html = build_report(run, ledger=system_ledger(which, run)).write(tmp_path / "r")["html"]
+    page = tmp_path / "narrow.html"
+    page.write_text(html.read_text().replace("</body>", NARROW_PROBE + "</body>", 1))
+    m = re.search(r'<pre id="probe">(.*?)</pre>', dump_dom(page, binary=chromium), re.S)
+    assert m is not None
+    import html as _html
+
+    assert json.loads(_html.unescape(m.group(1))) == []

@@ -436,6 +436,20 @@ def test_an_extra_analysis_must_be_sealed_for_the_run(tmp_path: Path, capsys) ->
     assert check_document_seal(doc, other, load_key())[0] == "sealed"
 
 
+def test_refusing_an_unsealed_extra_names_the_exit_it_would_get(tmp_path: Path, capsys) -> None:
+    """docs/report.md: read with --allow-unverified, an unsealed audit gives exit 4, or 1 when
+    it finds a violation; the refusal said "exit 4" even of a violating audit, and the run that
+    followed exited 1 (session 51, the docs' `audit ... --json > audit-out/audit.json`)."""
+    run = _make_run(tmp_path / "run")
+    (tmp_path / "audit-out").mkdir()
+    leak = audit_entry(epsilon_lower_bound=9.0)  # above its claim of 5
+    (tmp_path / "audit-out" / "audit.json").write_text(json.dumps(leak))
+    argv = ["report", str(run), str(tmp_path / "audit-out"), "-o", str(tmp_path / "r")]
+    assert main(argv) == 2
+    assert "UNVERIFIED EVIDENCE: exit 4, or 1 on a violation" in capsys.readouterr().err
+    assert main([*argv, "--allow-unverified"]) == 1
+
+
 def test_another_runs_sealed_artefact_is_a_sealed_extra(run: Path, tmp_path: Path) -> None:
     """`report RUN OTHER_RUN` (docs/frd.md reports two runs at once): the other run's own
     artefacts are sealed in its analyses.json, and read as such; edited, they are refused."""

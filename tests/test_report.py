@@ -262,6 +262,21 @@ def test_learning_metrics_fst_and_paper(run: Path) -> None:
     assert learn["paper"] == {"median_fst": 5714.5, "success_ratio": 1.0, "relative_auc": 0.909}
 
 
+def test_success_ratio_beside_the_paper_carries_its_interval(tmp_path: Path) -> None:
+    """The demo page set "success ratio 0" (1 trial) beside the paper's 1 (20 trials) with no
+    interval; `train pgc-a3c` prints the same ratio with its 95% Wilson interval (session 51)."""
+    from ldp_audit.training.pgc_a3c.metrics import ratio_ci
+
+    run = make_run(tmp_path / "r")
+    (run / "metrics.json").write_text(json.dumps({"zeta": [[10.0] * 60, [12.0] * 60]}))
+    sec = _section(build_report(run, ledger=ledger_for(run), figures=False).model, "learning")
+    (table,) = [t for t in sec["tables"] if t["caption"].startswith("Beside the paper")]
+    cell = next(r[1] for r in table["rows"] if r[0] == "success ratio (Table 2)")
+    lo, hi = ratio_ci(0, 2)
+    assert lo == 0 and hi > 0.6  # 0 of 2 is consistent with the paper's 1 only at its edge
+    assert cell == f"0 [0, {hi:.3g}] (0 of 2 trials, 95% Wilson)"
+
+
 def test_never_successful_trial_has_infinite_fst_in_strict_json(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r")
     (run / "metrics.json").write_text(json.dumps({"zeta": [[10.0] * 60, [12.0] * 60]}))

@@ -227,7 +227,7 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise RunDirectoryError(
             f"{problems[0]}{more}. Refusing to read it; pass --allow-unverified to read it "
-            f"anyway (the verdict then says UNVERIFIED EVIDENCE, exit 4)"
+            f"anyway (the verdict then says UNVERIFIED EVIDENCE: exit 4, or 1 on a violation)"
         )
     return problems
 

@@ -41,7 +41,8 @@ FIGURE_TITLES = {
 _CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;margin:0;
  color:#1d2330;background:#f5f6f8;line-height:1.45}
-main{max-width:1060px;margin:0 auto;padding:24px 28px 48px;background:#fff;min-height:100vh}
+main{max-width:1060px;margin:0 auto;padding:24px 28px 48px;background:#fff;min-height:100vh;
+ overflow-wrap:break-word}
 h1{font-size:26px;margin:0 0 4px}
 h2{font-size:20px;margin:32px 0 8px;border-bottom:2px solid #e3e6eb;padding-bottom:4px}
 h3{font-size:16px;margin:18px 0 6px}
@@ -62,12 +63,14 @@ h3{font-size:16px;margin:18px 0 6px}
 .warn{color:#a35200;font-weight:700}
 .errorbox{background:#fdecec;border:1px solid #d62728;padding:8px 12px;border-radius:6px}
 .chain{font-family:monospace;font-size:12px;word-break:break-all}
-table{border-collapse:collapse;margin:8px 0 12px;font-size:13.5px}
+table{border-collapse:collapse;margin:8px 0 12px;font-size:13.5px;display:block;max-width:100%;
+ overflow-x:auto}
 th,td{border:1px solid #d9dde3;padding:4px 9px;text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .bad{color:#b3161b;font-weight:700}.good{color:#1f7a33;font-weight:600}.na{color:#7a8292;font-style:italic}
 .notrun{background:#f4f4f6;border:1px dashed #aab;padding:8px 12px;border-radius:6px;color:#4a5263}
-figure{margin:10px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #e3e6eb}
+figure{margin:10px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #e3e6eb;
+ box-sizing:border-box}
 figcaption{font-size:12.5px;color:#5b6475}
 details{margin:6px 0}summary{cursor:pointer;color:#2a5db0}
 pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px}
@@ -75,7 +78,8 @@ code{font-size:12.5px}
 .summary{border:2px solid #2a3550;border-radius:8px;padding:8px 16px;margin:12px 0;
  background:#f8f9fc}
 .summary h2{margin-top:8px}.summary table{margin:4px 0;font-size:14px}.summary th{width:150px}
-nav.toc{font-size:13.5px;margin:6px 0 14px}nav.toc a{margin-right:12px;white-space:nowrap}
+nav.toc{font-size:13.5px;margin:6px 0 14px}nav.toc a{margin-right:12px;display:inline-block;
+ max-width:calc(100% - 12px)}
 a.term{color:inherit;text-decoration:underline dotted}
 dl.glossary dt{font-weight:700;margin-top:8px}dl.glossary dd{margin:2px 0 0 18px}
 """

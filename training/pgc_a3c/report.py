@@ -28,8 +28,8 @@ from ldp_audit.errors import RunDirectoryError
 from ldp_audit.report.markdown import count_noun as noun
 from ldp_audit.report.plugin import missing_files, section
 from ldp_audit.rundir import RunDir
-from ldp_audit.rundir.files import json_real
-from ldp_audit.training.pgc_a3c.metrics import TARGET_SCORE, WINDOW, moving_average
+from ldp_audit.rundir.files import fmt_number, json_real
+from ldp_audit.training.pgc_a3c.metrics import TARGET_SCORE, WINDOW, moving_average, ratio_ci
 from ldp_audit.training.pgc_a3c.paper import paper_row
 from ldp_audit.training.reproduction_statement import SCORE_WORDS
 from ldp_audit.training.systems import PGC_SCHEMA
@@ -317,7 +317,7 @@ def _learning_section(run: PgcRun, learn: dict[str, Any], trials: int, figures: 
             ["measure", "ours (this run)", "paper (20 trials, 90,000 submissions)"],
             [
                 ["median FST (Table 1)", learn["median_fst"], paper.get("median_fst")],
-                ["success ratio (Table 2)", learn["success_ratio"], paper.get("success_ratio")],
+                ["success ratio (Table 2)", _ratio_cell(learn), paper.get("success_ratio")],
                 ["relative AUC (Table 3)", learn["relative_auc"], paper.get("relative_auc")],
             ],
         ),
@@ -328,6 +328,16 @@ def _learning_section(run: PgcRun, learn: dict[str, Any], trials: int, figures: 
     fig = {"learning": learning_figure(run, learn)} if figures else None
     title, para = "Learning: mu_n, FST and success ratio", _paper_note(learn, trials)
     return section("learning", title, [para], *tables, figures=fig, data=learn)
+
+
+def _ratio_cell(learn: dict[str, Any]) -> Any:
+    """The success ratio with its 95% Wilson interval and counts, as `train pgc-a3c` prints it."""
+    n = len(learn["trials"])
+    if not n:
+        return learn["success_ratio"]
+    k = sum(math.isfinite(t["fst"]) for t in learn["trials"])
+    lo, hi = (fmt_number(v) for v in ratio_ci(k, n))
+    return f"{fmt_number(k / n)} [{lo}, {hi}] ({k} of {noun(n, 'trial')}, 95% Wilson)"
 
 
 def _cell(v: Any) -> Any:

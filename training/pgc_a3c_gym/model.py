@@ -167,6 +167,13 @@ def loss_gradients(
     + H_t), d/dV_t = -2 lambda A_t, A_t = V_hat_t - V(s_t), V_hat_t = sum_{j>=t} gamma^{j-t}
     r_j + gamma^{T-t} V(s_T) (V(s_T) = 0 where the episode terminated).
 
+    A ``Box`` head (``net.box``) takes actions (M, L, A) as taken (unclipped) and the policy term
+    -A_t log N(a_t; mu_t, std^2) - beta H (H = sum log std + const): d/dmu = -A_t (a_t - mu_t) /
+    std^2, d/dlog std = sum_t -A_t ((a_t - mu_t)^2 / std^2 - 1) - beta. A ``MultiDiscrete``
+    head (``net.nvec``) takes actions (M, L, K), one index per component; log pi(a_t) and H_t are
+    sums over the components, so each component's slice of the logits gets eq. 16 with its own
+    softmax.
+
     Args:
         net: the network.
         theta: (M, d) parameters each episode was played with.
@@ -174,12 +181,6 @@ def loss_gradients(
         actions: (M, L) actions; rewards: (M, L).
         lengths: (M,) T_m >= 1 actions taken.
         bootstrap: (M,) True where the episode was cut (use V(s_T)), False if it terminated.
-        A ``Box`` head (``net.box``): actions (M, L, A) as taken (unclipped), the policy term
-        -A_t log N(a_t; mu_t, std^2) - beta H (H = sum log std + const): d/dmu = -A_t (a_t -
-        mu_t) / std^2, d/dlog std = sum_t -A_t ((a_t - mu_t)^2 / std^2 - 1) - beta. A
-        ``MultiDiscrete`` head (``net.nvec``): actions (M, L, K), one index per component; log
-        pi(a_t) and H_t are sums over the components, so each component's slice of the logits
-        gets eq. 16 with its own softmax.
         gamma: one discount for every row; lam, beta: one number, or one per row.
 
     Returns:
