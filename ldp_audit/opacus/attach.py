@@ -371,9 +371,7 @@ class CanaryAudit:
         self._opt = opt
 
     def _uninstall(self) -> None:
-        opt = self._opt
-        if opt is None:
-            return
+        opt = self._opt  # finish() calls it only once attached
         for name in self._hooked:
             opt.__dict__.pop(name, None)
         opt.original_optimizer.__dict__.pop("step", None)
