@@ -17,7 +17,7 @@ import torch
 from ldp_audit.accountant import Accountant, GaussianEvent, Ledger, PoissonSampledEvent
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus import AuditRecords, CanaryAudit
-from ldp_audit.opacus.attach import NOISE_ARRAYS
+from ldp_audit.opacus.recorder import NOISE_ARRAYS
 from ldp_audit.rundir import RunWriter, read_npz
 from tests.golden_machine import check_golden, digest
 from tests.opacus_loop import make_loop, train, train_ghost

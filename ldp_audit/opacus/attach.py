@@ -24,29 +24,17 @@ from ldp_audit.opacus.canaries import (
     AUDIT_MARK,
     CANARY_KINDS,
     NOISE_SKETCH,
+    ROWS,
     canary_blocks,
     check_out,
     dataset_holds,
     noise_sketch,
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows, flat_params
-from ldp_audit.opacus.recorder import UpdateRecorder
+from ldp_audit.opacus.recorder import NOISE_ARRAYS, UpdateRecorder
 from ldp_audit.validation import check_bool, check_choice, check_int, check_real_in
 
 __all__ = ["CanaryAudit", "read_claim"]
-
-#: the per-update fields the hooks record (``_rows``), in the transcript's order and dtypes
-_ROWS = (("batch_size", np.int64), ("charged", bool), ("noise_multiplier", np.float64),
-         ("max_grad_norm", np.float64), ("expected_batch_size", np.float64))  # fmt: skip
-#: the recorder's arrays of the released noise per update and tensor, copied to the transcript
-NOISE_ARRAYS = (
-    "noise_sq",
-    "noise_sketch",
-    "noise_shift",
-    "noise_shift_at",
-    "noise_data",
-    "noise_grain",
-)
 
 
 class CanaryAudit:
@@ -383,9 +371,7 @@ class CanaryAudit:
         self._opt = opt
 
     def _uninstall(self) -> None:
-        opt = self._opt
-        if opt is None:
-            return
+        opt = self._opt  # finish() calls it only once attached
         for name in self._hooked:
             opt.__dict__.pop(name, None)
         opt.original_optimizer.__dict__.pop("step", None)
@@ -562,7 +548,7 @@ class CanaryAudit:
         has its own)."""
         rec = self._rec.arrays()
         T = rec["canary_projection"].shape[0]
-        rows = list(zip(*self._rows, strict=True)) if T else [()] * len(_ROWS)
+        rows = list(zip(*self._rows, strict=True)) if T else [()] * len(ROWS)
         joins = np.zeros((T, self.canaries), dtype=bool)
         for t, j in enumerate(self._joins):
             joins[t, j.numpy()] = True
@@ -570,7 +556,7 @@ class CanaryAudit:
             "canary_projection": rec["canary_projection"]
             if self.embedded
             else rec["canary_projection"] * self._unit * np.asarray(self._accs, float)[:, None],
-            **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
+            **{k: np.array(col, dtype=dt) for (k, dt), col in zip(ROWS, rows, strict=True)},
             **{k: rec[k] for k in NOISE_ARRAYS},
         }
         if not self.embedded:

@@ -42,6 +42,11 @@ CLIP_TOLERANCE = 0.01
 """A clipping probe's clipped sum may exceed ``C`` by this fraction (rounding, low-precision
 norms): ``attach.clip_probe`` measures, ``scoring`` judges."""
 
+#: the per-update fields the hooks record (``CanaryAudit._rows``), in the transcript's order
+#: and dtypes (what the audit reads of each update beside the projections and the noise)
+ROWS = (("batch_size", np.int64), ("charged", bool), ("noise_multiplier", np.float64),
+         ("max_grad_norm", np.float64), ("expected_batch_size", np.float64))  # fmt: skip
+
 
 def canary_blocks(sizes: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The public canary design: ``m`` orthonormal directions spanning every large tensor.

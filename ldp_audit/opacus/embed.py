@@ -114,24 +114,19 @@ def check_embedding(
             f"out: an embedded audit (accountant=, writer=) writes through the caller's run "
             f"writer, not a directory of its own; got out={str(out)!r}"
         )
-    if not isinstance(accountant, Accountant):
-        raise InvalidParameterError(
-            f"accountant must be an ldp_audit.accountant.Accountant (the caller's), got "
-            f"{type(accountant).__name__}"
-        )
-    if writer is not None:
-        from ldp_audit.rundir import RunWriter
-
-        if not isinstance(writer, RunWriter):
-            raise InvalidParameterError(
-                f"writer must be a RunWriter or None, got {type(writer).__name__}"
-            )
     if kind != "gradient":
         raise InvalidParameterError(
             f"kind: an embedded audit plants gradient canaries only, got kind={kind!r}"
         )
-    if rng is not None and not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError(f"rng must be a numpy.random.Generator, got {rng!r}")
+    from ldp_audit.rundir import RunWriter
+
+    for name, v, what, ok in (  # the caller's objects: each of the class it must be, or refused
+        ("accountant", accountant, "the caller's ldp_audit.accountant.Accountant", Accountant),
+        ("writer", writer, "a RunWriter or None", (RunWriter, type(None))),
+        ("rng", rng, "a numpy.random.Generator", (np.random.Generator, type(None))),
+    ):
+        if not isinstance(v, ok):
+            raise InvalidParameterError(f"{name} must be {what}, got {v!r} ({type(v).__name__})")
     if generator is not None:
         import torch
 

@@ -114,7 +114,22 @@ class LedgerAccountant(IAccountant):
         history assigned by a planner such as ``get_noise_multiplier`` instead, if any)."""
         if self._planned is not None:
             return list(self._planned)
-        return self._ledger_history()
+        from ldp_audit.accountant import GaussianEvent
+        from ldp_audit.accountant.events import event_from_json, unsampled
+
+        acc = self._accountant(create=False)
+        if acc is None:
+            return []
+        out = []
+        for ev_json, n in acc.ledger.history(self.agent):
+            ev, q = unsampled(event_from_json(ev_json))
+            if not isinstance(ev, GaussianEvent):  # charged by another door: not DP-SGD
+                raise InvalidParameterError(
+                    f"ledger {str(self.path)!r}: agent {self.agent!r} holds {ev!r}, not a "
+                    f"(sampled) Gaussian step"
+                )
+            out.append((float(ev.noise_multiplier), float(q), int(n)))
+        return out
 
     @history.setter
     def history(self, value: Any) -> None:
@@ -189,24 +204,6 @@ class LedgerAccountant(IAccountant):
             self._acc = Accountant(ledger=self.path, central_budget=self.budget,
                                    run_id=f"opacus:{self.mechanism()}")  # fmt: skip
         return self._acc
-
-    def _ledger_history(self) -> list[tuple[float, float, int]]:
-        from ldp_audit.accountant import GaussianEvent
-        from ldp_audit.accountant.events import event_from_json, unsampled
-
-        acc = self._accountant(create=False)
-        if acc is None:
-            return []
-        out = []
-        for ev_json, n in acc.ledger.history(self.agent):
-            ev, q = unsampled(event_from_json(ev_json))
-            if not isinstance(ev, GaussianEvent):  # charged by another door: not DP-SGD
-                raise InvalidParameterError(
-                    f"ledger {str(self.path)!r}: agent {self.agent!r} holds {ev!r}, not a "
-                    f"(sampled) Gaussian step"
-                )
-            out.append((float(ev.noise_multiplier), float(q), int(n)))
-        return out
 
     def close(self) -> None:
         """Close the ledger (a later step reopens it)."""

@@ -26,6 +26,16 @@ BLOCK = 32
 SHIFT_LAGS = 2
 """Lags 1..SHIFT_LAGS of the shift test: each update's noise against the previous ones'."""
 
+#: the recorder's arrays of the released noise per update and tensor, copied to the transcript
+NOISE_ARRAYS = (
+    "noise_sq",
+    "noise_sketch",
+    "noise_shift",
+    "noise_shift_at",
+    "noise_data",
+    "noise_grain",
+)
+
 
 def fft_backend(x: Any) -> tuple[Any, Any, float]:
     """``(library, vector, norm)`` for the shift test's FFTs of the noise ``x`` (a torch

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.opacus.canaries import ALGORITHM, CLIP_TOLERANCE, canary_blocks, noise_sketch
+from ldp_audit.opacus.canaries import ALGORITHM, CLIP_TOLERANCE, ROWS, canary_blocks, noise_sketch
+from ldp_audit.opacus.recorder import NOISE_ARRAYS
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.validation import check_choice
 
@@ -38,17 +39,9 @@ __all__ = [
     "TRANSCRIPT_ARRAYS",
 ]
 
-#: the transcript arrays every audit reads (a run's ``transcript.npz`` lacking one is refused)
-TRANSCRIPT_ARRAYS = (
-    "canary_projection",
-    "batch_size",
-    "charged",
-    "noise_multiplier",
-    "max_grad_norm",
-    "expected_batch_size",
-    "noise_sq",
-    "noise_sketch",
-)
+#: the transcript arrays every audit reads (a run's ``transcript.npz`` lacking one is refused):
+#: the projections, the hooks' per-update fields and the released noise's squares and sketch
+TRANSCRIPT_ARRAYS = ("canary_projection", *(k for k, _ in ROWS), *NOISE_ARRAYS[:2])
 
 
 @dataclass

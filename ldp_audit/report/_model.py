@@ -197,11 +197,9 @@ def _ledger_section(
         "uncharged_examples": uncharged[:5],
         "charges_compared": bool(compared),
         "undercharged_agents": len(under),
-        "undercharged_examples": [
+        "undercharged_examples": [  # empty unless compared (under is)
             f"{a} ({cc.get(a, 0)} charges for {tr_counts[a]} releases)" for a in under[:5]
-        ]
-        if compared
-        else [],
+        ],
         "overcharged_agents": len(over),
         "delta": led.delta,
         "epsilon_per_submission": mech_eps,
