@@ -333,3 +333,53 @@ def test_an_ignored_sigint_stays_ignored_while_pgc_a3c_trains(tmp_path: Path) ->
             p.kill()
     assert rc == 143, p.stderr.read()
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+_SLOW_TEARDOWN = textwrap.dedent(
+    """
+    import atexit, os, sys, time
+    from pathlib import Path
+    import ldp_audit.cli as cli
+
+    marker, trace = Path(sys.argv[1]), Path(os.environ["LDP_AUDIT_SIGNAL_TRACE"])
+
+    def slow_teardown():  # the interpreter's teardown after the work: until the signal is seen
+        marker.touch()
+        for _ in range(6000):
+            if trace.exists():
+                return
+            time.sleep(0.01)
+
+    atexit.register(slow_teardown)
+    sys.argv = ["ldp-audit", "train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "5",
+                "--max-submissions", "20", "--out", sys.argv[2]]
+    sys.exit(cli.main())
+    """
+)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_the_teardown_is_the_one_line_and_130(
+    tmp_path: Path, sig: int, code: int
+) -> None:
+    """Session 51: after the work and its output, the interpreter's teardown (2.6-5.4 s after
+    ``train pgc-a3c`` at load 12) ran with the default handlers back: a signal there ended the
+    process by the signal itself, no line (4 of 17 random deliveries to small runs). Now the
+    console script runs the exit handlers and ends without the rest of the teardown, a signal
+    meanwhile noted: the one line and 130 / 143, the run complete (its work was done)."""
+    marker, run, trace = tmp_path / "tearing-down", tmp_path / "run", tmp_path / "trace"
+    p = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_TEARDOWN, str(marker), str(run)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LDP_AUDIT_PROGRESS": "never", "LDP_AUDIT_SIGNAL_TRACE": str(trace)},
+        preexec_fn=_default_sigint,
+    )
+    _started(p, marker)
+    rc, dt = _wait_exit(p, sig, trace)
+    err = p.stderr.read()
+    assert rc == code and "Traceback" not in err and "forced exit" not in err, (rc, err)
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert err.strip().splitlines()[-1].startswith(f"ldp-audit: {word}"), err
+    assert dt <= LIMIT_S, dt
+    assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
