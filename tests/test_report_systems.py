@@ -292,8 +292,8 @@ def test_interrupted_pgc_run_names_what_it_lacks(tmp_path: Path) -> None:
 def test_a_run_stopped_before_its_metrics_still_reports(tmp_path: Path, kind: str) -> None:
     """Session 51 probe: a ``train dprl`` / ``train fedrl`` signalled before its first metrics
     ends "interrupted" with no metrics.json (``budget --verify`` accepts it), and ``report RUN``
-    was exit 2 ("metrics.json: cannot be read", "not a finished fedrl run": 3 of 4 and 2 of 2
-    reported such runs). The system's sections need its metrics: left out, the report says so."""
+    was exit 2 ("metrics.json: cannot be read", "not a finished fedrl run": 3 dprl and 1 fedrl
+    such runs reported). The system's sections need its metrics: left out, the report says so."""
     run = make_system_run(kind, tmp_path / "r")
     cfg = json.loads((run / "config.json").read_text())
     cfg["status"] = "interrupted"
