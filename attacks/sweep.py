@@ -328,7 +328,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         seed=args.seed,
         train_submissions=args.train_submissions,
         n_probe=args.probe,
-        progress=not args.quiet,
+        progress=not args.no_progress,
         backend=args.backend,
         address=args.address,
         workers=args.workers,

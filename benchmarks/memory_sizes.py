@@ -176,7 +176,7 @@ CASES: dict[str, tuple[list[str], dict]] = {
                                      "--dim", str(d), "--samples", "1000", "--exact"],
                                     {"audit_dim": d}) for d in (1, 1000)},
     "attack sweep": (["attack", "sweep", "--agents", "30", "--shadow", "100", "--thetas", "init",
-                      "--quiet"], {"attack": 1, "agents": 30, "shadow": 100, "reports": 20,
+                      "--no-progress"], {"attack": 1, "agents": 30, "shadow": 100, "reports": 20,
                                    "sweep": 1}),
 }  # fmt: skip
 

@@ -204,7 +204,7 @@ def test_cli_sweep_backend_usage_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as ei:  # argparse choices
         main(["attack", "sweep", "--backend", "dask", "--out", str(out)])
     assert ei.value.code == 2
-    code = main(["attack", "sweep", "--address", "auto", "--out", str(out), "--quiet"])
+    code = main(["attack", "sweep", "--address", "auto", "--out", str(out), "--no-progress"])
     assert code == 2
     assert "--address applies to --backend ray only, got --backend local" in capsys.readouterr().err
     assert not out.exists()  # refused before any work

@@ -905,7 +905,8 @@ def test_a_sweep_that_fails_leaves_no_out_folder(
     its classifier) failed in its first task with exit 2 and left the --out folder it had made
     before the sweep ran (empty), where nothing should be half-written."""
     out = tmp_path / "sweep"
-    argv = ["attack", "sweep", "--agents", "30", "--shadow", "2", "--thetas", "init", "--quiet"]
+    argv = ["attack", "sweep", "--agents", "30", "--shadow", "2", "--thetas", "init"]
+    argv += ["--no-progress"]
     code, _, err = run_cli([*argv, "--out", str(out)], capsys)
     assert code == 2 and "Traceback" not in err, err
     assert not out.exists()

@@ -135,10 +135,10 @@ NUMBER_CASES = [
         "--canary-gravity",
         ["nan", "inf", "neg", "zero", "word", "empty"],
     ),
-    (["attack", "sweep", "--quiet"], "--agents", ["neg", "zero", "word", "sci"]),
-    (["attack", "sweep", "--quiet", "--agents", "3"], "--shadow", ["neg", "zero", "word"]),
-    (["attack", "sweep", "--quiet", "--agents", "3"], "--seed", ["neg", "word"]),
-    (["attack", "sweep", "--quiet", "--agents", "3"], "--workers", ["neg", "zero", "huge"]),
+    (["attack", "sweep", "--no-progress"], "--agents", ["neg", "zero", "word", "sci"]),
+    (["attack", "sweep", "--no-progress", "--agents", "3"], "--shadow", ["neg", "zero", "word"]),
+    (["attack", "sweep", "--no-progress", "--agents", "3"], "--seed", ["neg", "word"]),
+    (["attack", "sweep", "--no-progress", "--agents", "3"], "--workers", ["neg", "zero", "huge"]),
     (
         ["audit", "--mechanism", "laplace", "--samples", "1000"],
         "--epsilon",
@@ -234,7 +234,7 @@ OUTPUT_CASES = [
     # (argv with OUT placeholder, which bad paths are refused, option named)
     ([*TINY_TRAIN, "--epsilon", "1", "--out", "OUT"], "--out"),
     (["reproduce", "pgc-a3c", "--trials", "1", "--max-submissions", "20", "--out", "OUT"], "--out"),
-    (["attack", "sweep", "--quiet", "--agents", "3", "--out", "OUT"], "--out"),
+    (["attack", "sweep", "--no-progress", "--agents", "3", "--out", "OUT"], "--out"),
     (["attack", "dynamics", *TINY_ATTACK, "--out", "OUT"], "--out"),
     (["attack", "dynamics", *TINY_ATTACK, "--plot", "OUT"], "--plot"),
     (["demo", "--no-progress", "--out", "OUT"], "--out"),

@@ -97,7 +97,7 @@ def test_a_sweep_interrupted_while_writing_leaves_no_half_report(
 
     out = tmp_path / "sw"
     argv = ["attack", "sweep", "--agents", "5", "--shadow", "20", "--train-submissions", "20",
-            "--thetas", "init", "--out", str(out), "--quiet"]  # fmt: skip
+            "--thetas", "init", "--out", str(out), "--no-progress"]  # fmt: skip
 
     def interrupted(doc, path):
         raise KeyboardInterrupt

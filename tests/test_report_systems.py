@@ -288,6 +288,22 @@ def test_interrupted_pgc_run_names_what_it_lacks(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("kind", ["dprl", "fedrl"])
+def test_a_run_stopped_before_its_metrics_still_reports(tmp_path: Path, kind: str) -> None:
+    """Session 51 probe: a ``train dprl`` / ``train fedrl`` signalled before its first metrics
+    ends "interrupted" with no metrics.json (``budget --verify`` accepts it), and ``report RUN``
+    was exit 2 ("metrics.json: cannot be read", "not a finished fedrl run": 3 dprl and 1 fedrl
+    such runs reported). The system's sections need its metrics: left out, the report says so."""
+    run = make_system_run(kind, tmp_path / "r")
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["status"] = "interrupted"
+    (run / "config.json").write_text(json.dumps(cfg))
+    (run / "metrics.json").unlink()
+    m = build_report(run, ledger=system_ledger(kind, run), figures=False).model
+    assert m["run"]["status"]["run"] == "interrupted" and m["sections"] == []
+    assert "metrics.json" in m["run"]["missing"]
+
+
 def test_gym_run_states_its_private_parameter(tmp_path: Path) -> None:
     # pgc-a3c-gym's report part: PGC-A3C's statement rows, the private data named from
     # config.json's private_parameter (not CartPole's gravity)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ldp_audit.cli.signals import SignalWatchdog
-from tests.waiting import wait_for_charges
+from tests.waiting import ledger_rows, wait_for_charges
 
 LIMIT_S = 2.0
 
@@ -243,6 +243,17 @@ _BEFORE_THE_TRAINERS_HANDLER = textwrap.dedent(
 
     if sys.argv[3] == "ledger":
         w.RunWriter.open_ledger = open_ledger
+    elif sys.argv[3] == "kernel":  # the first kernel call loads the kernels (Python code)
+        import ldp_audit.training.pgc_a3c.engine as e
+
+        real_act = e.act_and_record
+
+        def act_and_record(*a, **k):
+            if not marker.exists():
+                wait()
+            return real_act(*a, **k)
+
+        e.act_and_record = act_and_record
     else:
         w.write_json_file = write_json_file
     sys.argv = ["ldp-audit", "train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "5",
@@ -258,6 +269,8 @@ _BEFORE_THE_TRAINERS_HANDLER = textwrap.dedent(
         (signal.SIGINT, 130, "ledger"),
         (signal.SIGTERM, 143, "ledger"),
         (signal.SIGINT, 130, "config"),
+        (signal.SIGINT, 130, "kernel"),
+        (signal.SIGTERM, 143, "kernel"),
     ],
 )
 def test_a_signal_right_after_config_json_marks_the_run_interrupted(
@@ -265,7 +278,11 @@ def test_a_signal_right_after_config_json_marks_the_run_interrupted(
 ) -> None:
     """Session 49: a signal after ``config.json`` but before the trainer's own handler (its
     ledger opening, its engine compiling) left the run with no manifest: unmarked, and
-    ``budget --verify`` said only that a file was missing."""
+    ``budget --verify`` said only that a file was missing. Session 51 ("kernel"): the engine's
+    first kernel call loads the compiled kernels (numba's registries: Python code, seconds at
+    load 30); a signal then set only the trainer's stop flag, read between steps, and the
+    watchdog's forced exit came first, the run left "running" (5 of 5 ``train pgc-a3c`` runs
+    signalled 0.3-2.3 s after config.json, session 50)."""
     marker, run = tmp_path / "in-window", tmp_path / "run"
     p = subprocess.Popen(
         [sys.executable, "-c", _BEFORE_THE_TRAINERS_HANDLER, str(marker), str(run), where],
@@ -286,3 +303,83 @@ def test_a_signal_right_after_config_json_marks_the_run_interrupted(
     assert json.loads((run / "config.json").read_text())["status"] == "interrupted"
     res = verify_run(run)
     assert res.ok, res.problems
+
+
+def test_an_ignored_sigint_stays_ignored_while_pgc_a3c_trains(tmp_path: Path) -> None:
+    """A command started with SIGINT ignored (a background job of a non-interactive shell,
+    nohup) keeps ignoring it (docs/cli.md); until session 51 ``train pgc-a3c``'s own handler
+    took SIGINT over while the engine ran, and such a run stopped at the next step (found by
+    the session 51 probe, itself started with nohup: SIGINT stopped the engine, while the same
+    run ignored it before and after the engine). SIGTERM still stops it."""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1"]
+    argv += ["--max-submissions", "20000", "--no-progress", "--out", str(run)]
+    p = subprocess.Popen(
+        [*LDP_AUDIT, *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        wait_for_charges(run, p)  # training under way
+        n = ledger_rows(run / "ledger.sqlite", timeout=5.0)
+        p.send_signal(signal.SIGINT)
+        # a step releases at most one report per agent (9): far more rows mean it went on
+        wait_for_charges(run, p, rows=n + 60)
+        rc, _ = _wait_exit(p, signal.SIGTERM)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert rc == 143, p.stderr.read()
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+_SLOW_TEARDOWN = textwrap.dedent(
+    """
+    import atexit, os, sys, time
+    from pathlib import Path
+    import ldp_audit.cli as cli
+
+    marker, trace = Path(sys.argv[1]), Path(os.environ["LDP_AUDIT_SIGNAL_TRACE"])
+
+    def slow_teardown():  # the interpreter's teardown after the work: until the signal is seen
+        marker.touch()
+        for _ in range(6000):
+            if trace.exists():
+                return
+            time.sleep(0.01)
+
+    atexit.register(slow_teardown)
+    sys.argv = ["ldp-audit", "train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "5",
+                "--max-submissions", "20", "--out", sys.argv[2]]
+    sys.exit(cli.main())
+    """
+)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_the_teardown_is_the_one_line_and_130(
+    tmp_path: Path, sig: int, code: int
+) -> None:
+    """Session 51: after the work and its output, the interpreter's teardown (2.6-5.4 s after
+    ``train pgc-a3c`` at load 12) ran with the default handlers back: a signal there ended the
+    process by the signal itself, no line (4 of 17 random deliveries to small runs). Now the
+    console script runs the exit handlers and ends without the rest of the teardown, a signal
+    meanwhile noted: the one line and 130 / 143, the run complete (its work was done)."""
+    marker, run, trace = tmp_path / "tearing-down", tmp_path / "run", tmp_path / "trace"
+    p = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_TEARDOWN, str(marker), str(run)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LDP_AUDIT_PROGRESS": "never", "LDP_AUDIT_SIGNAL_TRACE": str(trace)},
+        preexec_fn=_default_sigint,
+    )
+    _started(p, marker)
+    rc, dt = _wait_exit(p, sig, trace)
+    err = p.stderr.read()
+    assert rc == code and "Traceback" not in err and "forced exit" not in err, (rc, err)
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert err.strip().splitlines()[-1].startswith(f"ldp-audit: {word}"), err
+    assert dt <= LIMIT_S, dt
+    assert json.loads((run / "manifest.json").read_text())["status"] == "complete"

@@ -41,3 +41,17 @@ def test_sweep_bar_forced_by_the_environment(tmp_path: Path) -> None:
     res = _sweep(tmp_path / "sw", "always")
     assert res.returncode in (0, 1), res.stderr[-2000:]
     assert "sweep cells (init)" in res.stderr and "%|" in res.stderr
+
+
+def test_sweep_takes_no_progress_like_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """Session 51: ``attack sweep`` spelled its flag ``--quiet`` and refused ``--no-progress``
+    (an unrecognized argument), the one command that did; ``--quiet`` now points at it."""
+    from ldp_audit.cli import build_parser, main
+    from ldp_audit.cli.types import show_progress
+
+    args = build_parser().parse_args(["attack", "sweep", *TINY, "--no-progress"])
+    assert args.no_progress is True and show_progress(args) is False
+    with pytest.raises(SystemExit) as exc:
+        main(["attack", "sweep", *TINY, "--quiet"])
+    assert exc.value.code == 2
+    assert "--quiet (did you mean --no-progress?)" in capsys.readouterr().err

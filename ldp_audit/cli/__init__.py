@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     def _raise(signum: int, frame: object) -> None:
         if dog is not None:
             dog.notify(signum)
+            if dog.finishing:  # the work is done: noted, the exit code says it (below)
+                return
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     # from the start: SIGTERM while the subcommands' modules import (seconds on a loaded
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
         if dog is not None and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             old[signal.SIGINT] = signal.signal(signal.SIGINT, _raise)
     try:
-        return _main(argv)
+        code = _main(argv)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         writer = sys.modules.get("ldp_audit.rundir.writer")  # none imported: no run started
         if writer is not None:  # a run the signal caught before its trainer's own handler
@@ -156,6 +158,12 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
                     signal.signal(signum, handler)
             if dog is not None:
                 dog.uninstall()
+    if dog is not None and argv is None:  # the console script: no interpreter teardown
+        late = dog.teardown()
+        if late is not None:  # a signal after the work: the run is complete, the code says 130
+            code = _interrupted(Terminated() if late == signal.SIGTERM else KeyboardInterrupt())
+        dog.exit_now(code)
+    return code
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:

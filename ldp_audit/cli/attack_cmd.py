@@ -417,7 +417,7 @@ def _sweep_arguments(s: argparse.ArgumentParser) -> None:
     add_flags(
         s,
         overwrite="regenerate an earlier sweep in --out (hand-written files there are kept)",
-        quiet="no progress bar",
+        no_progress="no progress bar on stderr",
     )
     add_backend_arguments(s, workers=True)
     add_force_argument(s)
@@ -439,5 +439,5 @@ def _sweep(args: argparse.Namespace) -> int:
     subs = int(args.train_submissions or 0)
     parts = attack_estimates(int(args.agents), int(args.shadow), max(REPORTS), subs, sweep=w)
     check_resources(parts, force=args.force, cli=True)  # before any work
-    args.quiet = args.quiet or not show_progress(args)  # no bar frames into a pipe or a log
+    args.no_progress = not show_progress(args)  # no bar frames into a pipe or a log
     return run_from_args(args)

@@ -52,6 +52,8 @@ class SignalWatchdog:
         self._seen: dict[tuple[str, int], int] = {}
         self._armed: set[int] = set()
         self._lock = threading.Lock()
+        self.finishing = False  # set by teardown(): the command's work is done
+        self._late: int | None = None  # the first signal seen since then
 
     def install(self) -> bool:
         """Arm the watchdog (main thread only); False where it cannot be armed (not the main
@@ -80,14 +82,32 @@ class SignalWatchdog:
             signal.set_wakeup_fd(self._old_fd if self._old_fd is not None else -1)
 
     def exit_now(self, code: int) -> None:
-        """The ordinary path has unwound (files consistent, run marked interrupted): end the
-        process at once, without the interpreter's teardown (which can take seconds with torch
-        loaded, or wait on a pool), flushing what was printed first."""
+        """The command has ended (or the ordinary path has unwound: files consistent, run
+        marked interrupted): end the process at once, without the interpreter's teardown (which
+        can take seconds with torch loaded, or wait on a pool), flushing what was printed
+        first."""
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError, AttributeError):  # None: fd closed
                 stream.flush()
         self._kill_children()
         os._exit(code)
+
+    def teardown(self) -> int | None:
+        """The command has finished: join its other non-daemon threads and run the exit
+        handlers (``atexit``: logging, multiprocessing, temporary folders), the parts of the
+        interpreter's teardown that matter, so that :meth:`exit_now` can skip the rest (module
+        finalization: 2.6-5.4 s after ``train pgc-a3c`` at load 12, measured 2026-12-07, during
+        which a signal ended the process by its default action, no line). A signal from here on
+        is noted, not raised; returns the first one (None if none)."""
+        import atexit
+
+        self.finishing = True
+        for t in threading.enumerate():
+            if t is not threading.current_thread() and not t.daemon:
+                t.join()
+        with contextlib.suppress(Exception):
+            getattr(atexit, "_run_exitfuncs", lambda: None)()
+        return self._late
 
     @staticmethod
     def _kill_children() -> None:
@@ -119,6 +139,8 @@ class SignalWatchdog:
                 f.write(f"{source} {signum} {time.monotonic():.6f}\n")
         if signum not in _CODES:
             return
+        if self.finishing and self._late is None:
+            self._late = signum
         with self._lock:
             n = self._seen.get((source, signum), 0) + 1
             self._seen[(source, signum)] = n

@@ -340,7 +340,7 @@ def closest(word: str, candidates: Iterable[str]) -> str | None:
 
 #: former or alternative option names -> the one name the command line takes now (a refused
 #: name points at it before any spelling guess)
-RENAMED_OPTIONS = {"--noise": "--noise-multiplier"}
+RENAMED_OPTIONS = {"--noise": "--noise-multiplier", "--quiet": "--no-progress"}
 
 
 def unrecognized_error(parser: argparse.ArgumentParser, argv: list[str], extra: list[str]) -> None:

@@ -237,6 +237,9 @@ def system_report(
     entry = reg.get(algorithm)
     if entry is None:
         return SystemReport(note=_note(None, False, "no sections registered"))
+    if not (Path(run_dir) / "metrics.json").is_file():  # load_run accepted it: a stopped run
+        why = "no metrics.json: the run stopped before writing it"
+        return SystemReport(note=_note(entry, False, why))
     mod_name, _, func_name = entry.partition(":")
 
     def failed(what: str, loaded: bool) -> Any:

@@ -147,8 +147,16 @@ def train_grid(
     # ledger and the transcript agree (charged-but-not-released rows of the step in flight are
     # the only difference, the safe direction).
     caught: list[tuple[int, Any]] = []
-    restore = _install_stop_handlers(engine, caught)
+    restore: Any = None
     try:
+        # the first calls of the engine's compiled kernels load them (numba's registries and
+        # cache: Python code, seconds under load), past the CLI watchdog's grace if a signal
+        # came then, the run left "running": load them here, before the handlers and before any
+        # charge, on a throwaway in-memory copy (one trial, one submission); a signal now raises
+        # and the run is marked interrupted below
+        small = [dataclasses_replace(c, trials=1, max_submissions=1, budget=None) for c in configs]
+        engine_cls(small, [0] * n, [make_accountant(None, None) for _ in small], record).run()
+        restore = _install_stop_handlers(engine, caught)
         engine.run(bar.sink if _sink is None and bar is not None else _sink)
     except BaseException:
         # Ctrl-C or a failure (BudgetExceeded included): the ledger already holds every charge
@@ -159,7 +167,8 @@ def train_grid(
                 w.finish(status="interrupted")
         raise
     finally:
-        restore()
+        if restore is not None:
+            restore()
         if bar is not None:
             bar.close()
     results = engine.results(time.perf_counter() - t0)
@@ -191,7 +200,9 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
 
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    sigs = [signal.SIGINT, signal.SIGTERM]
+    # a signal the process ignores (SIGINT of a background job of a non-interactive shell,
+    # nohup) stays ignored, as the CLI keeps it (docs/cli.md)
+    sigs = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) != signal.SIG_IGN]
     old = {sig: signal.getsignal(sig) for sig in sigs}
 
     def on_signal(signum: int, frame: Any) -> None:
