@@ -92,7 +92,11 @@ def render_markdown(res: dict[str, Any]) -> str:
         "",
         "Ours: mean over runs with a 95 % t-interval over runs (for rates cut to [0, 100]); "
         "each run evaluates "
-        f"{rc['eval_maps']} test maps greedily. Paper: mean of five runs (no interval given).",
+        f"{rc['eval_maps']} test maps greedily. Paper: mean of five runs (no interval given). "
+        "AvgRwd (the reward summed per episode, the paper's definition) also pays c / d for "
+        "every step spent near the other agent without meeting, so it does not rank meeting and "
+        "is not comparable with the paper's: docs/fedrl.md (Reproduction) gives reference "
+        "policies' AvgRwd on these maps (`benchmarks/fedrl_avgrwd_scale.py`).",
         "",
         "| size | method | runs | train iterations | SuccRate ours | 95 % CI | SuccRate paper "
         "| AvgRwd ours | 95 % CI | AvgRwd paper |",
