@@ -25,12 +25,13 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from ldp_audit.accountant.keys import LedgerKey, key_file_path, xdg_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
-from ldp_audit.errors import LdpAuditError, LedgerError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, LedgerError
 from ldp_audit.rundir.files import locked_folder
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "check_mark",
     "advance_mark",
     "check_writable",
+    "check_heads_outside",
 ]
 
 ENV_HEADS = "LDP_AUDIT_HEADS"
@@ -55,6 +57,11 @@ def heads_dir() -> Path:
     """Where the marks of this process's key live (see the module docstring)."""
     named = os.environ.get(ENV_HEADS)
     if named is not None and named.strip():
+        if not os.path.isabs(named):  # a folder per working folder: a rollback read as no mark
+            raise InvalidParameterError(
+                f"{ENV_HEADS}={named!r} is not an absolute path: from each working folder it "
+                f"names another folder of marks; set it to an absolute folder outside every run"
+            )
         return Path(named)
     key_file = key_file_path()
     if key_file is not None:
@@ -89,14 +96,17 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
     """
     f = _file(ledger_id)
     try:
-        with open(f, "rb") as fh:
+        with open(os.open(f, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:  # a FIFO: no wait
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise OSError("not a regular file")
             data = fh.read(_MAX_BYTES + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
         msg = (
-            f"cannot read the high-water mark {str(f)!r} of ledger {path!r}: {exc} (the marks "
-            f"live beside the key, or in the folder {ENV_HEADS} names)"
+            f"cannot read the high-water mark {str(f)!r} of ledger {path!r}: "
+            f"{exc.strerror or exc} (the marks live beside the key, or in the folder "
+            f"{ENV_HEADS} names)"
         )
         raise LedgerError(msg) from None
     if not data:  # a machine crash right after an unsynced rename: as good as none (deleting
@@ -146,6 +156,7 @@ def check_writable(path: str) -> None:
     commit never succeeds without its mark being written (refused before anything is charged).
     """
     folder = heads_dir()
+    check_heads_outside(Path(path).parent, "the ledger's folder", near=True)
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
@@ -156,6 +167,19 @@ def check_writable(path: str) -> None:
             f"{str(folder)!r} cannot be written ({exc.strerror or exc}); set {ENV_HEADS} to a "
             f"writable folder outside every run (nothing was charged)"
         ) from None
+
+
+def check_heads_outside(folder: str | os.PathLike[str], what: str, near: bool = False) -> None:
+    """Refuse a heads folder that is ``folder`` or inside it (``near``: only ``folder`` itself;
+    symlinks resolved): copying ``folder`` back would roll the marks back with it."""
+    real = Path(os.path.realpath(heads_dir() / "mark"))
+    root = Path(os.path.realpath(folder))
+    if root in (real.parents[:1] if near else real.parents):
+        raise LedgerError(
+            f"the folder of the high-water marks {str(heads_dir())!r} is inside {what} "
+            f"{str(folder)!r}: copying it back would roll the marks back with it; set "
+            f"{ENV_HEADS} to an absolute folder outside every run"
+        )
 
 
 def advance_mark(
