@@ -240,3 +240,18 @@ def test_a_ledger_in_the_home_folder_is_read_with_the_default_key(tmp_path, monk
     assert "Traceback" not in capsys.readouterr().err
     monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(home / "ledger.key"))  # directly beside
     _refused(capsys, ["budget", str(home / "ledger.sqlite")], "is inside the ledger's folder")
+
+
+def test_the_same_key_from_the_environment_sees_the_key_files_marks(tmp_path, monkeypatch, capsys):
+    """Session 51 probe: the marks lived beside the key file, or in the state folder with the
+    key in LDP_AUDIT_KEY: the same key passed in LDP_AUDIT_KEY found no mark, so a ledger rolled
+    back from 8 to 3 charges verified (exit 0) and was charged on (4.0 spent). Now one folder."""
+    monkeypatch.delenv(ENV_HEADS)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(tmp_path / "key" / "ledger.key"))
+    led, older = _ledger(tmp_path, 3, 5)  # written with the key file
+    shutil.copy(older, led)
+    monkeypatch.setenv("LDP_AUDIT_KEY", (tmp_path / "key" / "ledger.key").read_text().strip())
+    _refused(capsys, ["budget", str(led), "--verify"], "high-water mark records 8")
+    with pytest.raises(LedgerIntegrityError, match="records 8"):
+        Accountant(led)

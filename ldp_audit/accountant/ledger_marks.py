@@ -1,9 +1,9 @@
 """A ledger's high-water mark: the most rows and the chain head any writer committed, kept
-beside the key, outside every ledger's folder.
+in this user's state folder, outside every ledger's folder.
 
 The key proves that the toolkit wrote a state, not that it is the latest one: an older copy of
 a ledger put back over a longer one (a rollback), or a copy charged on its own (a fork), reads
-as a ledger whose spend is the older spend. The mark closes that for this machine's key folder:
+as a ledger whose spend is the older spend. The mark closes that for this user on this machine:
 after every commit a writer moves ``<heads>/<ledger id>`` forward (never back) to its rows and
 head, MACed under the ledger key; every open of the ledger (a writer's or a reader's) refuses a
 file with fewer rows than the mark, or whose chain does not pass through the mark's head at the
@@ -12,9 +12,10 @@ lagging (the file opens; the next commit moves it), never leading. It is renamed
 without a sync (measured: the sync cost about 7 ms per commit): a machine crash can leave it
 lagging or empty, and an empty mark reads as none (as a deleted one does).
 
-``<heads>``: ``LDP_AUDIT_HEADS`` when set; else the key file's folder's ``heads`` (see
-:mod:`~ldp_audit.accountant.keys`); with the key in ``LDP_AUDIT_KEY``,
-``$XDG_STATE_HOME/ldp-audit/heads`` (``~/.local/state/ldp-audit/heads``). A missing mark is no
+``<heads>``: ``LDP_AUDIT_HEADS`` (an absolute folder) when set; else
+``$XDG_STATE_HOME/ldp-audit/heads`` (``~/.local/state/ldp-audit/heads``), wherever the key comes
+from (a key file and the same key in ``LDP_AUDIT_KEY`` share the marks; a mark is MACed under
+its ledger's key, and ledger ids are random). A missing mark is no
 problem (a new ledger, or a copy read on another machine: nothing to compare with).
 docs/accountant.md, "What no key catches", has what it catches and what it cannot.
 """
@@ -29,7 +30,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ldp_audit.accountant.keys import LedgerKey, key_file_path, xdg_dir
+from ldp_audit.accountant.keys import LedgerKey, xdg_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, LedgerError
 from ldp_audit.rundir.files import locked_folder
@@ -63,10 +64,7 @@ def heads_dir() -> Path:
                 f"names another folder of marks; set it to an absolute folder outside every run"
             )
         return Path(named)
-    key_file = key_file_path()
-    if key_file is not None:
-        return key_file.parent / "heads"
-    return xdg_dir("XDG_STATE_HOME", ".local/state") / "heads"
+    return xdg_dir("XDG_STATE_HOME", ".local/state") / "heads"  # one for every key's source
 
 
 def _file(ledger_id: str) -> Path:
@@ -90,7 +88,7 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
     """The ledger's mark (None: none on this machine), its MAC checked.
 
     Raises:
-        LedgerIntegrityError: the mark is malformed or fails its MAC (the key's folder was
+        LedgerIntegrityError: the mark is malformed or fails its MAC (the marks' folder was
             written by someone without the key).
         LedgerError: it cannot be read.
     """
@@ -105,8 +103,8 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
     except OSError as exc:
         msg = (
             f"cannot read the high-water mark {str(f)!r} of ledger {path!r}: "
-            f"{exc.strerror or exc} (the marks live beside the key, or in the folder "
-            f"{ENV_HEADS} names)"
+            f"{exc.strerror or exc} (the marks live in $XDG_STATE_HOME/ldp-audit/heads, "
+            f"or in the folder {ENV_HEADS} names)"
         )
         raise LedgerError(msg) from None
     if not data:  # a machine crash right after an unsynced rename: as good as none (deleting
@@ -121,7 +119,7 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
         raise _refuse(
             path,
             f"its high-water mark {str(f)!r} is malformed or fails its MAC under the ledger key "
-            f"{key.id}: the key's folder was written by someone without the key",
+            f"{key.id}: the marks' folder was written by someone without the key",
             "Check who can write that folder",
         )
     return rows, head
