@@ -255,3 +255,13 @@ def test_the_same_key_from_the_environment_sees_the_key_files_marks(tmp_path, mo
     _refused(capsys, ["budget", str(led), "--verify"], "high-water mark records 8")
     with pytest.raises(LedgerIntegrityError, match="records 8"):
         Accountant(led)
+
+
+def test_accept_restored_that_cannot_write_the_mark_says_nothing_was_accepted(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """Session 51 probe: `--accept-restored` with a heads folder that cannot be written said
+    "the charges were committed (the mark lags ...)": nothing is charged there."""
+    led, _ = _ledger(tmp_path, 2, 0)
+    monkeypatch.setenv(ENV_HEADS, str(led))  # a file, not a folder
+    _refused(capsys, ["budget", str(led), "--accept-restored"], "nothing was accepted")

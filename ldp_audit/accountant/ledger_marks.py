@@ -228,9 +228,13 @@ def advance_mark(
     except (OSError, LdpAuditError) as exc:
         if isinstance(exc, LedgerError):
             raise
+        what = (
+            "nothing was accepted (the mark is unchanged)"
+            if hash_at is None
+            else "the charges were committed (the mark lags; the ledger opens), but no later "
+            "rollback of it is caught until it can be written"
+        )
         raise LedgerError(
-            f"ledger {path!r}: cannot write its high-water mark {str(f)!r}: {exc}; the charges "
-            f"were committed (the mark lags; the ledger opens), but no later rollback of it is "
-            f"caught until it can be written: set {ENV_HEADS} to a writable folder outside "
-            f"every run"
+            f"ledger {path!r}: cannot write its high-water mark {str(f)!r}: {exc}; {what}: set "
+            f"{ENV_HEADS} to a writable folder outside every run"
         ) from None
