@@ -20,6 +20,7 @@ from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.accountant.ledger_marks import ENV_HEADS, heads_dir
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.rundir import RunWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE = [("a", LaplaceEvent(1.0))]
@@ -167,3 +168,100 @@ def test_a_writer_that_cannot_write_the_mark_is_refused_before_charging(tmp_path
     with pytest.raises(LedgerError, match="cannot be charged.*nothing was charged"):
         Accountant(led)
     assert len(Ledger(led, readonly=True)) == 2
+
+
+def test_a_heads_folder_that_moves_with_the_ledger_is_refused(tmp_path, monkeypatch, capsys):
+    """Session 51 probe: LDP_AUDIT_HEADS relative (a mark per working folder: from another
+    folder, a rollback read as no mark, exit 0), the ledger's own folder, or inside a run
+    (directly or by a symlink: copying the folder back rolled the mark back with it, the
+    rollback passed) was accepted silently; now refused by name (exit 2), nothing charged."""
+    led, older = _ledger(tmp_path, 3, 0)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ENV_HEADS, "heads")
+    with pytest.raises(InvalidParameterError, match="LDP_AUDIT_HEADS='heads'.*absolute"):
+        Accountant(led)
+    _refused(capsys, ["budget", str(led), "--verify"], "LDP_AUDIT_HEADS='heads'", "absolute")
+    link = tmp_path / "link"
+    link.symlink_to(led.parent)
+    for heads in (led.parent, link):  # the ledger's own folder, directly or by a symlink
+        monkeypatch.setenv(ENV_HEADS, str(heads))
+        with pytest.raises(LedgerError, match="inside the ledger's folder.*roll the marks back"):
+            Accountant(led)
+    _refused(capsys, ["budget", str(led)], "inside the ledger's folder")
+    inside = tmp_path / "run" / "state" / "heads"  # anywhere inside a run
+    monkeypatch.setenv(ENV_HEADS, str(inside))
+    with pytest.raises(LedgerError, match="inside the run directory"):
+        RunWriter(tmp_path / "run", algorithm="test", config={}, seed=0)
+    monkeypatch.setenv(ENV_HEADS, str(tmp_path / "heads"))
+    assert len(Ledger(led, readonly=True)) == 3 and not inside.exists()  # readers still read
+
+
+def test_a_mark_that_is_not_a_regular_file_is_refused_not_waited_on(tmp_path, _heads, capsys):
+    """Session 51 probe: a FIFO at the mark's path hung every open (reader and writer) for
+    ever; a folder there raised an OSError. Now: exit 2, "not a regular file"."""
+    led, _ = _ledger(tmp_path, 2, 0)
+    (mark,) = _heads.iterdir()
+    mark.unlink()
+    os.mkfifo(mark)
+    _refused(capsys, ["budget", str(led), "--verify"], "not a regular file", str(mark))
+    with pytest.raises(LedgerError, match="not a regular file"):
+        Accountant(led)
+    mark.unlink()
+    mark.mkdir()
+    _refused(capsys, ["budget", str(led)], f"{str(mark)!r} of ledger", ": Is a directory (")
+
+
+def test_accept_restored_with_json_prints_json(tmp_path, capsys) -> None:
+    """Session 51 probe: `--accept-restored --json` printed the text line (--json ignored)."""
+    led, older = _ledger(tmp_path, 3, 5)
+    shutil.copy(older, led)
+    capsys.readouterr()
+    assert main(["budget", str(led), "--accept-restored", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["rows"] == 3 and doc["forgotten"]["rows"] == 8, doc
+    assert main(["budget", str(led), "--accept-restored", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["forgotten"] is None
+
+
+def test_a_ledger_in_the_home_folder_is_read_with_the_default_key(tmp_path, monkeypatch, capsys):
+    """Session 51 probe: `budget ~/ledger.sqlite` with the default key (~/.config/ldp-audit/)
+    was refused (exit 2, "the ledger key file ... is inside the ledger's folder", naming the
+    default as the way out); a ledger alone refuses only a key directly beside it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("LDP_AUDIT_KEY_FILE", "LDP_AUDIT_KEY", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    with Accountant(home / "ledger.sqlite", budget=Budget(epsilon=100.0)) as acc:
+        acc.charge_many(ONE * 2)
+    assert (home / ".config" / "ldp-audit" / "ledger.key").is_file()
+    capsys.readouterr()
+    assert main(["budget", str(home / "ledger.sqlite"), "--json"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(home / "ledger.key"))  # directly beside
+    _refused(capsys, ["budget", str(home / "ledger.sqlite")], "is inside the ledger's folder")
+
+
+def test_the_same_key_from_the_environment_sees_the_key_files_marks(tmp_path, monkeypatch, capsys):
+    """Session 51 probe: the marks lived beside the key file, or in the state folder with the
+    key in LDP_AUDIT_KEY: the same key passed in LDP_AUDIT_KEY found no mark, so a ledger rolled
+    back from 8 to 3 charges verified (exit 0) and was charged on (4.0 spent). Now one folder."""
+    monkeypatch.delenv(ENV_HEADS)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(tmp_path / "key" / "ledger.key"))
+    led, older = _ledger(tmp_path, 3, 5)  # written with the key file
+    shutil.copy(older, led)
+    monkeypatch.setenv("LDP_AUDIT_KEY", (tmp_path / "key" / "ledger.key").read_text().strip())
+    _refused(capsys, ["budget", str(led), "--verify"], "high-water mark records 8")
+    with pytest.raises(LedgerIntegrityError, match="records 8"):
+        Accountant(led)
+
+
+def test_accept_restored_that_cannot_write_the_mark_says_nothing_was_accepted(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """Session 51 probe: `--accept-restored` with a heads folder that cannot be written said
+    "the charges were committed (the mark lags ...)": nothing is charged there."""
+    led, _ = _ledger(tmp_path, 2, 0)
+    monkeypatch.setenv(ENV_HEADS, str(led))  # a file, not a folder
+    _refused(capsys, ["budget", str(led), "--accept-restored"], "nothing was accepted")

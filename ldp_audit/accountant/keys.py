@@ -176,28 +176,33 @@ def key_file_path() -> Path | None:
     return Path(named) if named is not None and named.strip() else default_key_path()
 
 
-def check_key_outside(folder: str | os.PathLike[str], what: str = "the run directory") -> None:
-    """Refuse a key file inside ``folder`` (a run directory, or a ledger's folder): a run that
-    carries its own key authenticates nothing, since whoever can rewrite the run can read it.
+def check_key_outside(
+    folder: str | os.PathLike[str], what: str = "the run directory", near: bool = False
+) -> None:
+    """Refuse a key file, or the high-water marks' folder, inside ``folder`` (a run directory;
+    ``near``: a ledger's folder, where only one directly in ``folder`` is refused, so that a
+    ledger in the home folder keeps the default key): a run that carries its own key
+    authenticates nothing, since whoever can rewrite the run can read it.
 
     Raises:
         KeyFileError: the key file (existing or to be created) lies inside ``folder``.
+        LedgerError: the marks' folder does (``ledger_marks.check_heads_outside``).
     """
+    from ldp_audit.accountant.ledger_marks import check_heads_outside  # it imports this module
+
     path = key_file_path()
     if path is None:
-        return
-    try:
-        key_abs = Path(os.path.realpath(path))
-        root = Path(os.path.realpath(folder))
-    except (OSError, ValueError):  # pragma: no cover - realpath does not raise on Linux
-        return
-    if key_abs == root or root in key_abs.parents:
+        return check_heads_outside(folder, what, near)
+    key_abs = Path(os.path.realpath(path))
+    root = Path(os.path.realpath(folder))
+    if root in (key_abs.parents[:1] if near else key_abs.parents):
         raise KeyFileError(
             f"the ledger key file {str(path)!r} is inside {what} {str(folder)!r}: the run "
             f"would carry its own key, and a key beside the evidence authenticates nothing; "
             f"keep the key outside every run (set {ENV_KEY_FILE} to a file elsewhere, e.g. "
             f"the default {default_key_path()})"
         )
+    check_heads_outside(folder, what, near)
 
 
 def load_key(*, create: bool = False) -> LedgerKey | None:

@@ -1,9 +1,9 @@
 """A ledger's high-water mark: the most rows and the chain head any writer committed, kept
-beside the key, outside every ledger's folder.
+in this user's state folder, outside every ledger's folder.
 
 The key proves that the toolkit wrote a state, not that it is the latest one: an older copy of
 a ledger put back over a longer one (a rollback), or a copy charged on its own (a fork), reads
-as a ledger whose spend is the older spend. The mark closes that for this machine's key folder:
+as a ledger whose spend is the older spend. The mark closes that for this user on this machine:
 after every commit a writer moves ``<heads>/<ledger id>`` forward (never back) to its rows and
 head, MACed under the ledger key; every open of the ledger (a writer's or a reader's) refuses a
 file with fewer rows than the mark, or whose chain does not pass through the mark's head at the
@@ -12,9 +12,10 @@ lagging (the file opens; the next commit moves it), never leading. It is renamed
 without a sync (measured: the sync cost about 7 ms per commit): a machine crash can leave it
 lagging or empty, and an empty mark reads as none (as a deleted one does).
 
-``<heads>``: ``LDP_AUDIT_HEADS`` when set; else the key file's folder's ``heads`` (see
-:mod:`~ldp_audit.accountant.keys`); with the key in ``LDP_AUDIT_KEY``,
-``$XDG_STATE_HOME/ldp-audit/heads`` (``~/.local/state/ldp-audit/heads``). A missing mark is no
+``<heads>``: ``LDP_AUDIT_HEADS`` (an absolute folder) when set; else
+``$XDG_STATE_HOME/ldp-audit/heads`` (``~/.local/state/ldp-audit/heads``), wherever the key comes
+from (a key file and the same key in ``LDP_AUDIT_KEY`` share the marks; a mark is MACed under
+its ledger's key, and ledger ids are random). A missing mark is no
 problem (a new ledger, or a copy read on another machine: nothing to compare with).
 docs/accountant.md, "What no key catches", has what it catches and what it cannot.
 """
@@ -25,12 +26,13 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ldp_audit.accountant.keys import LedgerKey, key_file_path, xdg_dir
+from ldp_audit.accountant.keys import LedgerKey, xdg_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
-from ldp_audit.errors import LdpAuditError, LedgerError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, LedgerError
 from ldp_audit.rundir.files import locked_folder
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "check_mark",
     "advance_mark",
     "check_writable",
+    "check_heads_outside",
 ]
 
 ENV_HEADS = "LDP_AUDIT_HEADS"
@@ -55,11 +58,13 @@ def heads_dir() -> Path:
     """Where the marks of this process's key live (see the module docstring)."""
     named = os.environ.get(ENV_HEADS)
     if named is not None and named.strip():
+        if not os.path.isabs(named):  # a folder per working folder: a rollback read as no mark
+            raise InvalidParameterError(
+                f"{ENV_HEADS}={named!r} is not an absolute path: from each working folder it "
+                f"names another folder of marks; set it to an absolute folder outside every run"
+            )
         return Path(named)
-    key_file = key_file_path()
-    if key_file is not None:
-        return key_file.parent / "heads"
-    return xdg_dir("XDG_STATE_HOME", ".local/state") / "heads"
+    return xdg_dir("XDG_STATE_HOME", ".local/state") / "heads"  # one for every key's source
 
 
 def _file(ledger_id: str) -> Path:
@@ -83,20 +88,23 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
     """The ledger's mark (None: none on this machine), its MAC checked.
 
     Raises:
-        LedgerIntegrityError: the mark is malformed or fails its MAC (the key's folder was
+        LedgerIntegrityError: the mark is malformed or fails its MAC (the marks' folder was
             written by someone without the key).
         LedgerError: it cannot be read.
     """
     f = _file(ledger_id)
     try:
-        with open(f, "rb") as fh:
+        with open(os.open(f, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:  # a FIFO: no wait
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise OSError("not a regular file")
             data = fh.read(_MAX_BYTES + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
         msg = (
-            f"cannot read the high-water mark {str(f)!r} of ledger {path!r}: {exc} (the marks "
-            f"live beside the key, or in the folder {ENV_HEADS} names)"
+            f"cannot read the high-water mark {str(f)!r} of ledger {path!r}: "
+            f"{exc.strerror or exc} (the marks live in $XDG_STATE_HOME/ldp-audit/heads, "
+            f"or in the folder {ENV_HEADS} names)"
         )
         raise LedgerError(msg) from None
     if not data:  # a machine crash right after an unsynced rename: as good as none (deleting
@@ -111,7 +119,7 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
         raise _refuse(
             path,
             f"its high-water mark {str(f)!r} is malformed or fails its MAC under the ledger key "
-            f"{key.id}: the key's folder was written by someone without the key",
+            f"{key.id}: the marks' folder was written by someone without the key",
             "Check who can write that folder",
         )
     return rows, head
@@ -146,6 +154,7 @@ def check_writable(path: str) -> None:
     commit never succeeds without its mark being written (refused before anything is charged).
     """
     folder = heads_dir()
+    check_heads_outside(Path(path).parent, "the ledger's folder", near=True)
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
@@ -156,6 +165,19 @@ def check_writable(path: str) -> None:
             f"{str(folder)!r} cannot be written ({exc.strerror or exc}); set {ENV_HEADS} to a "
             f"writable folder outside every run (nothing was charged)"
         ) from None
+
+
+def check_heads_outside(folder: str | os.PathLike[str], what: str, near: bool = False) -> None:
+    """Refuse a heads folder that is ``folder`` or inside it (``near``: only ``folder`` itself;
+    symlinks resolved): copying ``folder`` back would roll the marks back with it."""
+    real = Path(os.path.realpath(heads_dir() / "mark"))
+    root = Path(os.path.realpath(folder))
+    if root in (real.parents[:1] if near else real.parents):
+        raise LedgerError(
+            f"the folder of the high-water marks {str(heads_dir())!r} is inside {what} "
+            f"{str(folder)!r}: copying it back would roll the marks back with it; set "
+            f"{ENV_HEADS} to an absolute folder outside every run"
+        )
 
 
 def advance_mark(
@@ -206,9 +228,13 @@ def advance_mark(
     except (OSError, LdpAuditError) as exc:
         if isinstance(exc, LedgerError):
             raise
+        what = (
+            "nothing was accepted (the mark is unchanged)"
+            if hash_at is None
+            else "the charges were committed (the mark lags; the ledger opens), but no later "
+            "rollback of it is caught until it can be written"
+        )
         raise LedgerError(
-            f"ledger {path!r}: cannot write its high-water mark {str(f)!r}: {exc}; the charges "
-            f"were committed (the mark lags; the ledger opens), but no later rollback of it is "
-            f"caught until it can be written: set {ENV_HEADS} to a writable folder outside "
-            f"every run"
+            f"ledger {path!r}: cannot write its high-water mark {str(f)!r}: {exc}; {what}: set "
+            f"{ENV_HEADS} to a writable folder outside every run"
         ) from None

@@ -190,7 +190,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.accept_restored:
         if args.verify or args.recover or args.migrate_to is not None:
             raise InvalidParameterError("--accept-restored is used alone (then --verify)")
-        return _accept_restored(path if path.is_file() else Path(args.ledger) / "ledger.sqlite")
+        run = path if path.is_file() else Path(args.ledger) / "ledger.sqlite"
+        return _accept_restored(run, args.json)
     if args.recover:
         if args.verify or args.migrate_to is not None:
             raise InvalidParameterError("--recover is used alone (then --verify the ledger)")
@@ -215,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
         return _verify_run(args)
     from ldp_audit.accountant.keys import check_key_outside
 
-    check_key_outside(path.parent, "the ledger's folder")  # a key beside the ledger
+    check_key_outside(path.parent, "the ledger's folder", near=True)  # a key beside the ledger
     unverified = not args.verify and _check_run(path, args.allow_unverified)
     with Ledger(path, create=False, readonly=True) as ledger:
         refused = _key_refusal(ledger, args.allow_unverified)
@@ -241,15 +242,21 @@ def _run(args: argparse.Namespace) -> int:
     return exit_code(False, out["authenticated"] and not (refused or unverified))
 
 
-def _accept_restored(path: Path) -> int:
+def _accept_restored(path: Path, as_json: bool) -> int:
     """``--accept-restored``: the high-water mark moved to this copy's head (a full verify
-    first); prints what the mark recorded before."""
+    first); prints what the mark recorded before (``--json``: ``rows``, ``chain_head`` and
+    ``forgotten``, ``{"rows", "chain_head"}`` or null)."""
     from ldp_audit.accountant import Ledger
 
     with Ledger(path, create=False, readonly=True, accept_restored=True) as led:
         if not led.authenticated:
             raise LedgerError(f"--accept-restored: {led.auth_note}")
         rows, head, old = len(led), led.chain_head(), led.restored
+    if as_json:
+        lost = old and {"rows": old[0], "chain_head": old[1].hex()}
+        doc = {"ledger": str(path), "rows": rows, "chain_head": head, "forgotten": lost}
+        print(json.dumps(doc, indent=2))
+        return 0
     if old is None:
         forgot = "nothing forgotten (no mark, one this copy extends, or one failing its MAC)"
     else:
