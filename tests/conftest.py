@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
+
+
+def pytest_configure(config) -> None:
+    """A suite started where SIGINT is ignored (a background job of a non-interactive shell:
+    `nohup make test &`) gets it back in its own process and so in every subprocess it starts:
+    the CLI and the trainers keep an ignored SIGINT ignored (docs/cli.md), so the tests that
+    interrupt a run with SIGINT would otherwise wait for a signal that cannot arrive."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
