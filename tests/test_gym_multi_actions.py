@@ -19,7 +19,7 @@ from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.model import Network, loss_gradients
 from ldp_audit.training.sizes import gym_pgc_estimates
 from tests.test_gym_continuous import _ledger_and_noise
-from tests.test_gym_pgc import reference_returns
+from tests.test_gym_pgc import reference_returns, torch_forward
 
 
 def _torch_multi_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta):
@@ -27,15 +27,7 @@ def _torch_multi_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam
     the components' log-probabilities, H = the sum of their entropies), by torch autograd."""
     import torch
 
-    th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
-    h_, o_, a_ = net.hidden, net.obs_dim, net.n_actions
-    wc = th[: h_ * o_].reshape(h_, o_)
-    wp = th[h_ * o_ : h_ * o_ + a_ * h_].reshape(a_, h_)
-    wv = th[h_ * o_ + a_ * h_ :]
-    T = int(steps)
-    s = torch.tensor(np.asarray(obs[: T + 1], dtype=np.float64))
-    h = torch.relu(s @ wc.T)
-    z, v = h @ wp.T, h @ wv
+    th, z, v, T = torch_forward(net, theta, obs, steps)
     vhat, adv = reference_returns(v, rew, T, boot, gamma=gamma)
     logp, ent, start = 0.0, 0.0, 0
     for j, n in enumerate(net.nvec):

@@ -96,8 +96,8 @@ def reference_release(g, buf, theta, cfg, mech, mech_rng, baseline: bool):
     return theta, buf
 
 
-def _torch_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta):
-    """The printed loss of one episode (eqs. 15-18) differentiated by torch autograd."""
+def torch_forward(net, theta, obs, steps):
+    """The network on one episode by torch: (theta as a leaf, logits z, values v, T)."""
     import torch
 
     th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
@@ -108,7 +108,14 @@ def _torch_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta
     T = int(steps)
     s = torch.tensor(np.asarray(obs[: T + 1], dtype=np.float64))
     h = torch.relu(s @ wc.T)
-    z, v = h @ wp.T, h @ wv
+    return th, h @ wp.T, h @ wv, T
+
+
+def _torch_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta):
+    """The printed loss of one episode (eqs. 15-18) differentiated by torch autograd."""
+    import torch
+
+    th, z, v, T = torch_forward(net, theta, obs, steps)
     vhat, adv = reference_returns(v, rew, T, boot, gamma=gamma)
     logp = torch.log_softmax(z[:T], dim=1)
     ent = -(logp.exp() * logp).sum(1)

@@ -166,6 +166,12 @@ def _create_file(path: Path) -> None:
         raise KeyFileError(f"cannot create the ledger key file {str(path)!r}: {exc}") from None
 
 
+def is_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str], near: bool) -> bool:
+    """Whether ``path`` lies inside ``folder`` (``near``: directly in it), symlinks resolved."""
+    parents = Path(os.path.realpath(path)).parents
+    return Path(os.path.realpath(folder)) in (parents[:1] if near else parents)
+
+
 def key_file_path() -> Path | None:
     """The key file this process reads (or a writer creates): ``LDP_AUDIT_KEY_FILE`` or the
     default; None when ``LDP_AUDIT_KEY`` holds the key itself."""
@@ -193,9 +199,7 @@ def check_key_outside(
     path = key_file_path()
     if path is None:
         return check_heads_outside(folder, what, near)
-    key_abs = Path(os.path.realpath(path))
-    root = Path(os.path.realpath(folder))
-    if root in (key_abs.parents[:1] if near else key_abs.parents):
+    if is_inside(path, folder, near):
         raise KeyFileError(
             f"the ledger key file {str(path)!r} is inside {what} {str(folder)!r}: the run "
             f"would carry its own key, and a key beside the evidence authenticates nothing; "

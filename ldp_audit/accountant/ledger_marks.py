@@ -30,7 +30,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ldp_audit.accountant.keys import LedgerKey, xdg_dir
+from ldp_audit.accountant.keys import LedgerKey, is_inside, xdg_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, LedgerError
 from ldp_audit.rundir.files import locked_folder
@@ -170,9 +170,7 @@ def check_writable(path: str) -> None:
 def check_heads_outside(folder: str | os.PathLike[str], what: str, near: bool = False) -> None:
     """Refuse a heads folder that is ``folder`` or inside it (``near``: only ``folder`` itself;
     symlinks resolved): copying ``folder`` back would roll the marks back with it."""
-    real = Path(os.path.realpath(heads_dir() / "mark"))
-    root = Path(os.path.realpath(folder))
-    if root in (real.parents[:1] if near else real.parents):
+    if is_inside(heads_dir() / "mark", folder, near):
         raise LedgerError(
             f"the folder of the high-water marks {str(heads_dir())!r} is inside {what} "
             f"{str(folder)!r}: copying it back would roll the marks back with it; set "
