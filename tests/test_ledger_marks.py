@@ -265,3 +265,19 @@ def test_accept_restored_that_cannot_write_the_mark_says_nothing_was_accepted(
     led, _ = _ledger(tmp_path, 2, 0)
     monkeypatch.setenv(ENV_HEADS, str(led))  # a file, not a folder
     _refused(capsys, ["budget", str(led), "--accept-restored"], "nothing was accepted")
+
+
+def test_another_ledgers_mark_in_its_place_is_named_as_such(tmp_path, capsys, _heads) -> None:
+    """Session 51 probe: another ledger's (authentic) mark copied over this one's was refused
+    with 'fails its MAC ... written by someone without the key', which it was not."""
+    led, _ = _ledger(tmp_path, 3, 5)
+    (mark,) = _heads.iterdir()
+    other = tmp_path / "other" / "ledger.sqlite"
+    other.parent.mkdir()
+    with Accountant(other, budget=Budget(epsilon=100.0)) as acc:
+        acc.charge_many(ONE * 9)
+    (other_mark,) = (m for m in _heads.iterdir() if m != mark)
+    shutil.copy(other_mark, mark)
+    with pytest.raises(LedgerIntegrityError, match="is another ledger's"):
+        Ledger(led)
+    _refused(capsys, ["budget", str(led), "--verify"], "is another ledger's", str(mark))

@@ -29,6 +29,7 @@ import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey, is_inside, xdg_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
@@ -109,6 +110,7 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
         raise LedgerError(msg) from None
     if not data:  # a machine crash right after an unsynced rename: as good as none (deleting
         return None  # the file does the same, so an empty one gives a person nothing more)
+    doc: Any = None
     try:
         doc = json.loads(data)
         rows, head, mac = int(doc["rows"]), bytes.fromhex(doc["head"]), bytes.fromhex(doc["mac"])
@@ -116,11 +118,16 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
     except (ValueError, TypeError, KeyError, RecursionError):
         good = False
     if not good or len(data) > _MAX_BYTES or mac != key.mac(_message(ledger_id, rows, head)):
+        other = isinstance(doc, dict) and doc.get("ledger_id") not in (None, ledger_id)
+        why = (
+            f"is another ledger's (ledger id {str(doc['ledger_id'])[:80]!r}), put in its place "
+            f"by someone who can write the marks' folder"
+            if other
+            else f"is malformed or fails its MAC under the ledger key {key.id}: the marks' "
+            f"folder was written by someone without the key"
+        )
         raise _refuse(
-            path,
-            f"its high-water mark {str(f)!r} is malformed or fails its MAC under the ledger key "
-            f"{key.id}: the marks' folder was written by someone without the key",
-            "Check who can write that folder",
+            path, f"its high-water mark {str(f)!r} {why}", "Check who can write that folder"
         )
     return rows, head
 
