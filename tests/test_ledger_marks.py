@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
+from ldp_audit.accountant.keys import ENV_HEADS, heads_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
-from ldp_audit.accountant.ledger_marks import ENV_HEADS, heads_dir
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, LedgerError
 from ldp_audit.rundir import RunWriter

@@ -26,7 +26,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ldp_audit.errors import LedgerError
+from ldp_audit.errors import InvalidParameterError, LedgerError
 from ldp_audit.rundir.files import create_once
 
 __all__ = [
@@ -37,10 +37,14 @@ __all__ = [
     "xdg_dir",
     "key_file_path",
     "check_key_outside",
+    "heads_dir",
+    "check_heads_outside",
 ]
 
 ENV_KEY = "LDP_AUDIT_KEY"
 ENV_KEY_FILE = "LDP_AUDIT_KEY_FILE"
+#: the folder of the ledgers' high-water marks (``ledger_marks``), when not the default
+ENV_HEADS = "LDP_AUDIT_HEADS"
 _MIN_BYTES = 16
 #: the largest key file accepted (64 hex digits and a newline fit many times over); a larger
 #: file is refused, never cut
@@ -172,6 +176,33 @@ def is_inside(path: str | os.PathLike[str], folder: str | os.PathLike[str], near
     return Path(os.path.realpath(folder)) in (parents[:1] if near else parents)
 
 
+def heads_dir() -> Path:
+    """The folder of the ledgers' high-water marks (:mod:`ldp_audit.accountant.ledger_marks`):
+    ``LDP_AUDIT_HEADS`` (an absolute path), else ``$XDG_STATE_HOME/ldp-audit/heads``, whatever
+    the key's source. It lives here, beside the key's folder rules, so that
+    :func:`check_key_outside` checks both without an import circle."""
+    named = os.environ.get(ENV_HEADS)
+    if named is not None and named.strip():
+        if not os.path.isabs(named):  # a folder per working folder: a rollback read as no mark
+            raise InvalidParameterError(
+                f"{ENV_HEADS}={named!r} is not an absolute path: from each working folder it "
+                f"names another folder of marks; set it to an absolute folder outside every run"
+            )
+        return Path(named)
+    return xdg_dir("XDG_STATE_HOME", ".local/state") / "heads"  # one for every key's source
+
+
+def check_heads_outside(folder: str | os.PathLike[str], what: str, near: bool = False) -> None:
+    """Refuse a heads folder that is ``folder`` or inside it (``near``: only ``folder`` itself;
+    symlinks resolved): copying ``folder`` back would roll the marks back with it."""
+    if is_inside(heads_dir() / "mark", folder, near):
+        raise LedgerError(
+            f"the folder of the high-water marks {str(heads_dir())!r} is inside {what} "
+            f"{str(folder)!r}: copying it back would roll the marks back with it; set "
+            f"{ENV_HEADS} to an absolute folder outside every run"
+        )
+
+
 def key_file_path() -> Path | None:
     """The key file this process reads (or a writer creates): ``LDP_AUDIT_KEY_FILE`` or the
     default; None when ``LDP_AUDIT_KEY`` holds the key itself."""
@@ -192,10 +223,8 @@ def check_key_outside(
 
     Raises:
         KeyFileError: the key file (existing or to be created) lies inside ``folder``.
-        LedgerError: the marks' folder does (``ledger_marks.check_heads_outside``).
+        LedgerError: the marks' folder does (:func:`check_heads_outside`).
     """
-    from ldp_audit.accountant.ledger_marks import check_heads_outside  # it imports this module
-
     path = key_file_path()
     if path is None:
         return check_heads_outside(folder, what, near)

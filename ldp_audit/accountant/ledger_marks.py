@@ -31,41 +31,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.accountant.keys import LedgerKey, is_inside, xdg_dir
+from ldp_audit.accountant.keys import ENV_HEADS, LedgerKey, check_heads_outside, heads_dir
 from ldp_audit.accountant.ledger_format import LedgerIntegrityError
-from ldp_audit.errors import InvalidParameterError, LdpAuditError, LedgerError
+from ldp_audit.errors import LdpAuditError, LedgerError
 from ldp_audit.rundir.files import locked_folder
 
 __all__ = [
-    "ENV_HEADS",
     "Mark",
-    "heads_dir",
     "read_mark",
     "check_mark",
     "advance_mark",
     "check_writable",
-    "check_heads_outside",
 ]
 
-ENV_HEADS = "LDP_AUDIT_HEADS"
 _LABEL = b"ldp-audit ledger high-water mark v1|"
 _MAX_BYTES = 4096
 
 #: ``(rows, head)`` of a mark (the head as 32 bytes).
 Mark = tuple[int, bytes]
-
-
-def heads_dir() -> Path:
-    """Where the marks of this process's key live (see the module docstring)."""
-    named = os.environ.get(ENV_HEADS)
-    if named is not None and named.strip():
-        if not os.path.isabs(named):  # a folder per working folder: a rollback read as no mark
-            raise InvalidParameterError(
-                f"{ENV_HEADS}={named!r} is not an absolute path: from each working folder it "
-                f"names another folder of marks; set it to an absolute folder outside every run"
-            )
-        return Path(named)
-    return xdg_dir("XDG_STATE_HOME", ".local/state") / "heads"  # one for every key's source
 
 
 def _file(ledger_id: str) -> Path:
@@ -172,17 +155,6 @@ def check_writable(path: str) -> None:
             f"{str(folder)!r} cannot be written ({exc.strerror or exc}); set {ENV_HEADS} to a "
             f"writable folder outside every run (nothing was charged)"
         ) from None
-
-
-def check_heads_outside(folder: str | os.PathLike[str], what: str, near: bool = False) -> None:
-    """Refuse a heads folder that is ``folder`` or inside it (``near``: only ``folder`` itself;
-    symlinks resolved): copying ``folder`` back would roll the marks back with it."""
-    if is_inside(heads_dir() / "mark", folder, near):
-        raise LedgerError(
-            f"the folder of the high-water marks {str(heads_dir())!r} is inside {what} "
-            f"{str(folder)!r}: copying it back would roll the marks back with it; set "
-            f"{ENV_HEADS} to an absolute folder outside every run"
-        )
 
 
 def advance_mark(
