@@ -383,3 +383,65 @@ def test_a_signal_during_the_teardown_is_the_one_line_and_130(
     assert err.strip().splitlines()[-1].startswith(f"ldp-audit: {word}"), err
     assert dt <= LIMIT_S, dt
     assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
+
+
+_SLOW_LIBRARY_IMPORT = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    import ldp_audit.cli as cli
+
+    lib, marker, trace = Path(sys.argv[1]), Path(sys.argv[2]), os.environ["LDP_AUDIT_SIGNAL_TRACE"]
+    (lib / "slowlib.py").write_text(
+        "import os, sys, time\\n"
+        f"open({str(marker)!r}, 'w').close()\\n"
+        "try:\\n"  # module-level code of a library, as torch's C++ init calling back into Python
+        f"    while not os.path.exists({trace!r}):\\n"
+        "        time.sleep(0.01)\\n"
+        "    time.sleep(0.2)\\n"  # the signal is handled here, still inside the import
+        "except BaseException as exc:\\n"
+        "    print('raised inside the import:', type(exc).__name__, file=sys.stderr)\\n"
+        "    raise\\n"
+    )
+    sys.path.insert(0, str(lib))
+
+    def command(argv):
+        import slowlib  # noqa: F401
+        time.sleep(30)  # the work after the import: the held signal is raised here
+        return 0
+
+    cli._main = command
+    sys.argv = ["ldp-audit"]
+    sys.exit(cli.main())
+    """
+)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_inside_a_library_import_is_raised_after_it(
+    tmp_path: Path, sig: int, code: int
+) -> None:
+    """Session 51 probe: 3 of 40 ``train fedrl`` runs signalled once, 0.3-4 s after config.json,
+    ended by SIGABRT, no manifest, no line: the trainer imports torch there, and the
+    KeyboardInterrupt raised in a Python callback of torch's C++ init ("terminate called after
+    throwing an instance of 'pybind11::error_already_set'", torch/distributed/__init__.py).
+    Now a signal inside an installed library's import is held until the import has returned,
+    then raised: the one line and 130 / 143, nothing raised inside the import."""
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    marker, trace = tmp_path / "importing", tmp_path / "trace"
+    p = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_LIBRARY_IMPORT, str(lib), str(marker)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "LDP_AUDIT_SIGNAL_TRACE": str(trace)},
+        preexec_fn=_default_sigint,
+    )
+    _started(p, marker)
+    rc, dt = _wait_exit(p, sig, trace)
+    err = p.stderr.read()
+    assert "raised inside the import" not in err and "forced exit" not in err, err
+    assert rc == code and "Traceback" not in err, (rc, err)
+    word = "interrupted" if sig == signal.SIGINT else "terminated"
+    assert err.strip().splitlines()[-1].startswith(f"ldp-audit: {word}"), err
+    assert dt <= LIMIT_S, dt

@@ -121,9 +121,11 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
 
     def _raise(signum: int, frame: object) -> None:
-        if dog is not None:
+        if dog is not None and not dog.redelivered(signum):
             dog.notify(signum)
             if dog.finishing:  # the work is done: noted, the exit code says it (below)
+                return
+            if dog.defer(signum, frame):  # inside an import: raised when it has returned
                 return
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 

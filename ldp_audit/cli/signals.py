@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -35,6 +36,7 @@ import time
 __all__ = ["SignalWatchdog"]
 
 _CODES = {int(signal.SIGINT): 130, int(signal.SIGTERM): 143}
+_LIBS = re.compile(r"[/\\](site|dist)-packages[/\\]")
 
 
 class SignalWatchdog:
@@ -54,6 +56,9 @@ class SignalWatchdog:
         self._lock = threading.Lock()
         self.finishing = False  # set by teardown(): the command's work is done
         self._late: int | None = None  # the first signal seen since then
+        self._deferred: int | None = None  # a signal held while an import ran (defer)
+        self._redelivering = False  # it is being sent again (not a second one)
+        self._echo: int | None = None  # its byte on the wakeup pipe, not to be counted again
 
     def install(self) -> bool:
         """Arm the watchdog (main thread only); False where it cannot be armed (not the main
@@ -109,6 +114,35 @@ class SignalWatchdog:
             getattr(atexit, "_run_exitfuncs", lambda: None)()
         return self._late
 
+    def defer(self, signum: int, frame: object) -> bool:
+        """True where the main thread is inside an import (``frame``: where the handler was
+        called): the signal is held, not raised, and raised when the import has returned. An
+        exception raised inside an import can unwind through a native module's init: ``import
+        torch`` calls back into Python from C++, and a KeyboardInterrupt there ended the process
+        by SIGABRT ("terminate called after throwing an instance of
+        'pybind11::error_already_set'"), no manifest, no line (session 51 probe: 3 of 40 ``train
+        fedrl`` runs signalled 0.3-4 s after config.json, where the trainer imports torch)."""
+        if not _importing(frame):
+            return False
+        if self._deferred is None:
+            self._deferred = int(signum)
+            threading.Thread(target=self._redeliver, daemon=True).start()
+        return True
+
+    def redelivered(self, signum: int) -> bool:
+        """True (once) for the held signal raised again by :meth:`defer`'s thread."""
+        if self._deferred != signum or not self._redelivering:
+            return False
+        self._deferred, self._redelivering = None, False
+        return True
+
+    def _redeliver(self) -> None:
+        main, signum = int(threading.main_thread().ident or 0), int(self._deferred or 0)
+        while _importing(sys._current_frames().get(main)):  # noqa: SLF001 - the only way to
+            time.sleep(0.005)  # see another thread's stack; the watchdog's grace still holds
+        self._redelivering, self._echo = True, signum  # sent again: not a second signal
+        signal.pthread_kill(main, signum)  # a real one: a blocking call returns EINTR
+
     @staticmethod
     def _kill_children() -> None:
         with contextlib.suppress(Exception):  # best effort: the process ends right after
@@ -129,7 +163,9 @@ class SignalWatchdog:
             if not data:
                 return
             for b in data:
-                if b in _CODES:
+                if b == self._echo:
+                    self._echo = None  # the held signal sent again: not a second one
+                elif b in _CODES:
                     self._arm(b, "pipe")
 
     def _arm(self, signum: int, source: str) -> None:
@@ -166,3 +202,18 @@ class SignalWatchdog:
         with contextlib.suppress(OSError):
             os.write(2, msg.encode())
         os._exit(_CODES[signum])
+
+
+def _importing(frame: object) -> bool:
+    """Whether ``frame`` (a Python frame, or None) is inside the import of an installed library
+    (module-level code of a file under site-packages / dist-packages, where native modules call
+    back into Python). A module of the user's or of ldp-audit's own source is not held: a signal
+    in its slow import unwinds at once, as before."""
+    lib = False  # a library's module-level code seen, run by the import system (not runpy)
+    while frame is not None:
+        code = frame.f_code  # type: ignore[attr-defined]
+        lib = lib or (code.co_name == "<module>" and bool(_LIBS.search(code.co_filename)))
+        if lib and code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back  # type: ignore[attr-defined]
+    return False

@@ -118,6 +118,13 @@ def _check_run(cfg: FedRLConfig, seed: Any, threads: Any, force: bool) -> str:
         check_int(threads, "threads", minimum=1)
     device = resolve_device(cfg.device)
     check_resources(fedrl_estimates(cfg), force=force)  # absurd sizes: refused before any work
+    # torch's import, and what a first optimizer imports (torch._dynamo), take seconds at load;
+    # a signal there is held until they return (cli.signals): done before the run folder, a
+    # run the watchdog ends meanwhile leaves no folder, not one "running" with no manifest
+    import torch
+
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+
     return device
 
 
