@@ -1,0 +1,133 @@
+"""The Opacus audit's probes of the optimizer itself at ``finish()`` (session 51): the raw-gradient
+probe (a public gradient in ``p.grad`` against none, from one generator state: a raw gradient in a
+tiny tensor, noise set by the batch), a scheduler made after ``attach``, and low-precision models
+noised in their own dtype (the precision test reads the released value's own grid). Split from
+tests/test_opacus_coverage.py, which keeps the statistical tests and the breakages before it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from opacus.optimizers import DPOptimizer
+
+from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit
+from tests.opacus_loop import audited_run, make_loop, train
+
+
+def test_a_raw_gradient_in_a_tiny_tensor_is_named_by_the_raw_gradient_probe(tmp_path: Path) -> None:
+    """Sessions 48-50: the raw mean gradient left in a 2- or 4-entry bias read consistent (its
+    data-test family moves 0.7-1.5 sd over 80 updates). ``finish()`` now runs the optimizer's
+    own ``pre_step`` twice on a zero per-sample gradient from one generator state, ``p.grad`` a
+    public raw gradient, then 0: under the claim the releases are equal (deterministic here;
+    with fresh draws the statistic is ``|N(0, 1)|``, above 50 with probability < 1e-500)."""
+    from tests.broken_opacus import RawGradientInTinyBias
+
+    run = tmp_path / "run"
+    res = audited_run(run, 5, optimizer_class=RawGradientInTinyBias, epochs=1)
+    assert res.violation and res.extra["decided_by"] == "clipping"
+    c = json.loads((run / "metrics.json").read_text())["clip_check"]
+    assert c["raw_tensor"] == 5 and c["raw"] > 1e4, c
+    (msg,) = res.extra["tests"]["clipping"]["problems"]
+    assert "p.grad of tensor 5 (2)" in msg and "raw (unclipped) gradient" in msg
+
+
+@pytest.mark.parametrize("kw", [{}, {"generator": None}, {"secure_mode": True}])
+def test_the_raw_gradient_probe_sees_no_difference_in_a_correct_optimizer(
+    kw: dict, tmp_path: Path
+) -> None:
+    """The plain ``DPOptimizer`` with its own generator, the global RNG (generator None) and
+    ``secure_mode``: the probe's two releases are equal (the same generator state), so the
+    statistic is exactly 0 and the clipping test passes (deterministic)."""
+    cls = type("Opt", (DPOptimizer,), {"__init__": lambda self, *a, **k: DPOptimizer.__init__(
+        self, *a, **{**k, **kw})})  # fmt: skip
+    run = tmp_path / "run"
+    res = audited_run(run, 5, optimizer_class=cls, epochs=1)
+    assert json.loads((run / "metrics.json").read_text())["clip_check"]["raw"] == 0.0
+    assert not res.extra["tests"]["clipping"]["rejected"]
+
+
+def test_a_scheduler_made_after_attach_wraps_the_hooked_step(tmp_path: Path) -> None:
+    """Session 51's probe: ``LambdaLR`` made after ``attach`` raised torch's ``AttributeError:
+    'function' object has no attribute '__func__'`` (the audit's step was a plain function);
+    now the run is recorded with the scheduler stepping, and ``finish()`` gives the inner
+    optimizer back its own ``step``."""
+    model, opt, loader = make_loop(5)
+    audit = CanaryAudit(tmp_path / "run", canaries=RECOMMENDED_CANARIES, seed=5, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt.original_optimizer, lambda s: 0.5**s)
+    for _ in range(2):
+        train(model, opt, loader, 1)
+        sched.step()
+    res = audit.finish()
+    assert res.extra["tests"]["ledger"]["updates"] == 32
+    assert opt.original_optimizer.param_groups[0]["lr"] == 0.2 * 0.25
+    assert "step" not in opt.original_optimizer.__dict__
+
+
+class _Float32NoiseRoundedAfter(DPOptimizer):
+    """Safe in low precision: float32 noise on the float32 clipped sum, rounded once after."""
+
+    def add_noise(self) -> None:
+        for p in self.params:
+            std = self.noise_multiplier * self.max_grad_norm
+            z = torch.normal(0.0, std, p.summed_grad.shape, generator=self.generator)
+            p.grad = (p.summed_grad.float() + z).to(p.dtype).view_as(p)
+
+
+@pytest.mark.parametrize("safe", [False, True])
+def test_a_low_precision_model_noised_in_its_own_dtype_is_flagged(
+    safe: bool, tmp_path: Path
+) -> None:
+    """Session 51: Opacus 1.6 draws the noise in the parameters' dtype; on a bfloat16 model
+    the noise is on bfloat16's grid and the release ``bf16(s + z)`` then keeps outputs that a
+    neighbouring sum cannot reach (exact enumeration, docs/opacus.md: 0.11-0.49 of the mass of
+    one coordinate when the clipped sums are of the noise's order). Read consistent before (no
+    value read: the grain was the larger sum's); flagged by the precision test now. The safe
+    way (float32 noise, one rounding after) is not (precision level 2.1e-4: its false failure)."""
+    model, opt, loader = make_loop(5, optimizer_class=_Float32NoiseRoundedAfter if safe
+                                   else DPOptimizer)  # fmt: skip
+    model.to(torch.bfloat16)
+    audit = CanaryAudit(tmp_path / "run", canaries=RECOMMENDED_CANARIES, seed=5, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    for _ in range(5):
+        for x, y in loader:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x.to(torch.bfloat16)), y).backward()
+            opt.step()
+    res = audit.finish()
+    prec = res.extra["tests"]["noise"]["residual"]["shape"]["precision"]
+    assert prec["rejected"] is not safe, prec
+    assert safe or ("noise" in res.extra["flagged_by"] and prec["p_value"] < 1e-6)
+
+
+def test_the_raw_gradient_probe_charges_nothing_and_leaves_the_global_rng(tmp_path: Path) -> None:
+    """A ``PrivacyEngine.make_private`` loop (the global RNG draws the noise: generator None):
+    the probe's two ``pre_step`` calls neither reach Opacus's accountant hook nor move the
+    global RNG (forked), and they see the same noise (statistic exactly 0)."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    gen = torch.Generator().manual_seed(3)
+    x, y = torch.randn(128, 8, generator=gen), torch.randint(0, 2, (128,), generator=gen)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    engine = PrivacyEngine()
+    model, opt, loader = engine.make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        data_loader=DataLoader(TensorDataset(x, y), batch_size=16),
+        noise_multiplier=1.0, max_grad_norm=1.0,
+    )  # fmt: skip
+    assert opt.generator is None
+    audit = CanaryAudit(tmp_path / "run", canaries=20, seed=3, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    for xb, yb in loader:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    steps, state = [h[2] for h in engine.accountant.history], torch.get_rng_state()
+    audit.finish()
+    assert [h[2] for h in engine.accountant.history] == steps and steps[0] == 8
+    assert torch.equal(torch.get_rng_state(), state)
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["clip_check"]["raw"] == 0.0
