@@ -557,7 +557,21 @@ def readme_markdown(doc: dict[str, Any]) -> str:
     ]
     if doc.get("trends"):
         lines += ["", *_trend_lines(doc)]
-    lines += ["", "![Figure 3](figure3.png)", "", "![Figure 4](figure4.png)", ""]
+    lines += [
+        "",
+        "![Figure 3](figure3.png)",
+        "",
+        "![Figure 4](figure4.png)",
+        "",
+        "How to read the boxes (both figures): one box per cell over its groups; the box spans "
+        "the quartiles, the orange line is the median, the green star the mean, the whiskers "
+        "reach the furthest group within 1.5 interquartile ranges of the box and circles are "
+        "groups beyond them. A group that did not reach the mission is drawn at the cap "
+        f"({float(doc['settings']['max_episodes']):g} episodes, the dotted line), so the star is "
+        "the mean with those groups counted at the cap, not the table's mean over the groups "
+        "that reached it.",
+        "",
+    ]
     if doc["leak"]:
         lines += [
             "## What the uploads leak (dynamics inference of each agent's gravity)",
