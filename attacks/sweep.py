@@ -333,7 +333,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         address=args.address,
         workers=args.workers,
     )
-    doc["settings"]["command"] = " ".join(sys.argv)
+    doc["settings"]["command"] = "ldp-audit " + " ".join(sys.argv[1:] or ["attack", "sweep"])
     out_dir.mkdir(parents=True, exist_ok=True)  # after the sweep: a failed one leaves no folder
     with report_written(out_dir):  # an interruption leaves no half report
         (out_dir / "sweep.json").write_text(json.dumps(doc, indent=1))

@@ -31,6 +31,7 @@ from scipy import special
 
 from ldp_audit import mechanisms as m
 from ldp_audit.audit import audit
+from ldp_audit.rundir import to_jsonable
 
 
 class Opaque:
@@ -258,7 +259,7 @@ def main() -> None:
         "rows": rows,
         "third_party": third,
     }
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(to_jsonable(out), indent=1, allow_nan=False) + "\n")
 
 
 if __name__ == "__main__":

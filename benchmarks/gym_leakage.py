@@ -24,6 +24,7 @@ from pathlib import Path
 import gymnasium as gym
 
 from ldp_audit.attacks.dynamics_run_dir import attack_private_param_run, score_private_param_run
+from ldp_audit.rundir import to_jsonable
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.trainer import train
 
@@ -108,7 +109,7 @@ def main() -> int:
         "rows": rows,
     }
     if a.out:
-        Path(a.out).write_text(json.dumps(doc, indent=1))
+        Path(a.out).write_text(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
     return 0
 
 

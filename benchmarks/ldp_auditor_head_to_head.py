@@ -47,6 +47,7 @@ import numpy as np
 
 from ldp_audit import mechanisms as m
 from ldp_audit.audit import audit
+from ldp_audit.rundir import to_jsonable
 from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -275,7 +276,7 @@ def main() -> None:
         "rows": rows,
         "broken": broken,
     }
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(to_jsonable(out), indent=1, allow_nan=False) + "\n")
     for c, sym in (("ours", "*"), ("ours_fixed", "+")):
         below = sum(r[c] < max(r["theirs"], 0.0) for r in rows)
         print(f"{c}: >= theirs in {len(rows) - below} of {len(rows)} cells ({sym}: below)")

@@ -23,6 +23,7 @@ from typing import Any
 
 from ldp_audit import mechanisms as m
 from ldp_audit.audit import audit
+from ldp_audit.rundir import to_jsonable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -100,7 +101,7 @@ def main() -> None:
         "wall_s": round(time.perf_counter() - wall, 1),
         "rows": rows,
     }
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(to_jsonable(out), indent=1, allow_nan=False) + "\n")
     print("| section | mechanism | claimed eps | true eps | bound | bound / claim | violation |")
     print("|---|---|---:|---:|---:|---:|---|")
     for r in rows:

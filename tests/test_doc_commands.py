@@ -303,6 +303,44 @@ def test_every_block_runs_or_says_why_not() -> None:
     assert any(it.first.lang == "python" for it in readme)
 
 
+_LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
+
+
+def indented_code(path: Path) -> list[int]:
+    """Lines that open an indented code block (4 spaces after a blank line, outside a fence,
+    a list, a table or HTML): such a block is neither run nor marked, so a command written that
+    way escapes this file's checks."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    out, fence, prev, blank = [], "", "", False
+    for i, ln in enumerate(lines):
+        m = _FENCE.match(ln)
+        if fence:
+            if m and m.group("fence")[0] == fence[0] and len(m.group("fence")) >= len(fence):
+                fence = "" if not m.group("info").strip() else fence
+            prev = ln
+            continue
+        if m:
+            fence, prev, blank = m.group("fence"), ln, False
+        elif not ln.strip():
+            blank = True
+        else:
+            if blank and ln.startswith("    ") and prev and not prev[0].isspace():
+                out += [] if _LIST_ITEM.match(prev) or prev[0] in "|<" else [i + 1]
+            prev, blank = ln, False
+    return out
+
+
+def test_no_indented_code_blocks(tmp_path: Path) -> None:
+    """Every code block is fenced (with a language, a marker where it is not run): session 52
+    found a command to regenerate reports/demo and a benchmark command written as indented
+    blocks, outside the doc test."""
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in pages() for n in indented_code(p)]
+    assert not found, "indented code blocks (fence them): " + ", ".join(found)
+    page = tmp_path / "p.md"
+    page.write_text("Text:\n\n    ldp-audit x\n\n- item\n\n    more of the item\n")
+    assert indented_code(page) == [3]
+
+
 def test_split_commands() -> None:
     body = (
         "# a comment line\n"

@@ -5,6 +5,7 @@ running docs/guide/attacks.md's ``ldp-audit attack sweep`` with its output captu
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,12 @@ def test_sweep_draws_no_bar_into_a_pipe(tmp_path: Path) -> None:
     assert "%|" not in res.stderr, res.stderr[:500]  # no tqdm frame
     assert (tmp_path / "sw" / "sweep.json").is_file()
     assert len([ln for ln in res.stdout.splitlines() if "acc=" in ln]) == 33  # every cell
+    # the command recorded is the one a reader reruns, not the interpreter's path to a module
+    # (the committed reports/attacks/sweep.json said '/work/main/attacks/sweep.py --agents ...')
+    doc = json.loads((tmp_path / "sw" / "sweep.json").read_text())
+    assert doc["settings"]["command"] == " ".join(
+        ["ldp-audit attack sweep", *TINY, "--out", str(tmp_path / "sw")]
+    )
 
 
 def test_sweep_bar_forced_by_the_environment(tmp_path: Path) -> None:

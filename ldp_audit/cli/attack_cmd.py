@@ -406,7 +406,7 @@ def _sweep_arguments(s: argparse.ArgumentParser) -> None:
         "--thetas",
         type=_sweep_thetas,
         default=",".join(THETAS),
-        help="comma list of " + "/".join(THETAS),
+        help="comma list of " + "/".join(THETAS) + "/linearW0:W1:W2:W3 (controller weights)",
     )
     _count(s, "--probe", default=1000, help="craft_theta probe episodes per candidate")
     s.add_argument(
