@@ -451,6 +451,8 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
         tests["ledger"] = _ledger_test(run_dir, cfg, met, tr)
         if "clip_check" in met or met.get("clipped_sum_changed"):  # not in older runs
             tests["clipping"] = _clip_test(met, tensor_names(claim))
+            if "raw_error" in met.get("clip_check", {}):  # the clipping part still judged
+                not_run["clipping (raw-gradient probe)"] = met["clip_check"]["raw_error"]
     for k, t in tests.items():  # a test that ran on nothing is named, never passed in silence
         if k != "steinke" and (t is None or t.get("p_value") is None):
             why = (t or {}).get("reason") or _IDLE.get(k, "nothing to test: no p-value")
