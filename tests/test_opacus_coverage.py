@@ -899,3 +899,20 @@ def test_precision_test_holds_its_level_and_sees_rounded_noise() -> None:
     assert fam["bits"] == 11 and fam["values"] == fam["on_grid"] > 0, fam
     with pytest.raises(InvalidParameterError, match="grain"):
         noise_shape_test(z, g, sigma=2.0, grain=grain[:3])
+
+
+def test_a_statistical_test_that_flagged_names_its_witness(tmp_path: Path) -> None:
+    """Session 52: a run flagged by a statistical test had no witness in its verdict (only
+    the ledger and clipping checks had ``problems``), and the independence test's words said
+    'correlated across updates' for noise that is fresh every update but shared between two
+    coordinates. Now each flagged test names where it saw it (its part, tensor, update or
+    coordinates), quoted by the report. Seed 5: the coordinates part rejects (level 0.05 / 48)."""
+    from ldp_audit.report._verdict import _TEST_WORDS
+    from tests.broken_opacus import OneDrawTwoTensors
+
+    res = audited_run(tmp_path / "run", 5, optimizer_class=OneDrawTwoTensors)
+    ind = res.extra["tests"]["independence"]
+    assert res.extra["decided_by"] == "independence", res.extra["flagged_by"]
+    assert any("two coordinates' noise correlated" in w and "tensor 0 (64x32)" in w
+               and "tensor 2 (32x64)" in w for w in ind["problems"]), ind["problems"]  # fmt: skip
+    assert "coordinates" in _TEST_WORDS["independence"]

@@ -131,3 +131,33 @@ def test_the_raw_gradient_probe_charges_nothing_and_leaves_the_global_rng(tmp_pa
     assert [h[2] for h in engine.accountant.history] == steps and steps[0] == 8
     assert torch.equal(torch.get_rng_state(), state)
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["clip_check"]["raw"] == 0.0
+
+
+class _SkipsHugeGradients(DPOptimizer):
+    """The raw mean gradient left in the last bias (as ``RawGradientInTinyBias``) behind an
+    'overflow guard': ``pre_step`` skips a step whose raw ``p.grad`` exceeds ``1e3`` (never in
+    training here; always on the raw-gradient probe's public gradient)."""
+
+    def pre_step(self, closure=None):  # noqa: ANN001, ANN201
+        if any(float(p.grad.abs().max()) > 1e3 for p in self.params if p.grad is not None):
+            return False
+        return super().pre_step(closure)
+
+    def add_noise(self) -> None:
+        raw = self.params[-1].grad.detach().clone()
+        super().add_noise()
+        self.params[-1].grad = self.params[-1].grad + raw
+
+
+def test_a_raw_gradient_probe_the_optimizer_refused_is_named_not_run(tmp_path: Path) -> None:
+    """Session 52: a raw-gradient probe that could not run (``raw_error`` in metrics.json's
+    ``clip_check``) was in no ``tests_not_run``: the run read consistent (its clipping part
+    passed) with the probe's check silently left out. Now it is named, so the report's verdict
+    is 'partially verified' (test_a_test_that_ran_on_nothing_is_named_not_run; deterministic:
+    the guard always skips the probe's step)."""
+    run = tmp_path / "run"
+    res = audited_run(run, 5, optimizer_class=_SkipsHugeGradients, epochs=1, canaries=20)
+    c = json.loads((run / "metrics.json").read_text())["clip_check"]
+    assert c["raw_error"] == "pre_step skipped the step" and "raw" not in c, c
+    why = res.extra["tests_not_run"]["clipping (raw-gradient probe)"]
+    assert "pre_step skipped the step" in why  # the report's verdict: partially verified

@@ -211,6 +211,65 @@ def _clip_test(met: dict, names: list[str]) -> dict[str, Any]:
     return {**out, "rejected": bool(problems), "p_value": p}
 
 
+def _witness(tests: dict[str, dict | None]) -> None:
+    """Where a statistical test that flagged saw it, in words: its ``problems`` (the report
+    quotes the first three as the witness), one for each of its parts that rejected at its
+    share of the test's level."""
+    n, i = tests.get("noise") or {}, tests.get("independence") or {}
+    r, d = n.get("residual") or {}, i.get("pairs") or {}
+    co, sh = d.get("coordinates") or {}, d.get("shifts") or {}
+
+    def p(t: dict, k: str = "p_value") -> float:  # None (not run) is no evidence
+        return 2.0 if t.get(k) is None else t[k]
+
+    worst, fam = (min(x or [{}], key=p) for x in (r.get("tensors"), d.get("families")))
+    lv = co.get("level", 0.0)  # each of the pairs, coordinates and shifts parts' own level
+    # (the residual's size part: half its level over three families, tensor_noise_test)
+    words = {
+        "noise": [
+            (p(r, "p_tensor") <= r.get("level", 0.0) / 6, "{tensor}: released noise "
+             "{std_ratio:.3g} of the claimed std", worst),
+            (p(r, "p_update") <= r.get("level", 0.0) / 6, "update {update}: released "
+             "noise {std_ratio:.3g} of the claimed std", r.get("worst_update")),
+            ((r.get("shape") or {}).get("rejected"), "the released noise is not Gaussian at "
+             "the claimed std (its shape or precision)", {}),
+            (p(n, "p_projection") <= n.get("level", 0.0) / 2, "the canary "
+             "projections' noise at most {noise_upper_bound:.3g} of sigma C", n),
+        ],
+        "independence": [
+            (p(d, "p_updates") <= lv, "the noise of updates {pair[0]} and {pair[1]} "
+             "correlated {max_abs_rho:.3g} ({name})", fam),
+            (co.get("rejected"), "two coordinates' noise correlated {max_abs_rho:.3g} over the "
+             "updates (sketch coordinates {coordinates[0]} and {coordinates[1]}: {tensors[0]}, "
+             "{tensors[1]})", co),
+            ((sh.get("max_abs_rho") or 0.0) > (sh.get("threshold") or 1.0), "update "
+             "{update}'s noise and that of {lag} update(s) before at a coordinate offset "
+             "correlated {max_abs_rho:.3g}", sh),
+            ((sh.get("same_values") or {}).get("rejected"), "updates {pair[0]} and {pair[1]} "
+             "released noise of one squared norm", sh.get("same_values")),
+            ((sh.get("data") or {}).get("rejected"), "the released noise follows the update's "
+             "own clipped sum (the data test)", {}),
+            (p(i, "p_projection") <= i.get("level", 0.0) / 2, "the canary projections "
+             "change less between two updates than fresh noise allows", {}),
+        ],
+        "contribution": [(True, "a joining canary contributed {contribution:.3g} C (sd "
+                          "{contribution_sd:.2g}) along its direction; the claim: 1 C", con)
+                         for con in [tests.get("contribution") or {}] if "contribution" in con],
+        "sampling": [(True, "mean batch {mean_batch:.4g} (the claim {expected_batch:.4g}), "
+                      "dispersion {dispersion_ratio:.3g} times Bin(N, q)'s", sm)
+                     for sm in [tests.get("sampling") or {}] if "mean_batch" in sm],
+    }  # fmt: skip
+    for k, parts in words.items():
+        t = tests.get(k)
+        if t and t.get("rejected") and not t.get("problems"):
+            t["problems"] = []
+            for hit, w, f in parts:
+                try:
+                    t["problems"] += [w.format(**(f or {}))] if hit else []
+                except (KeyError, IndexError, TypeError, ValueError):  # a field not recorded
+                    t["problems"].append(w.split("{")[0].rstrip(" :(") + " (see the test)")
+
+
 def tensor_names(claim: dict[str, Any]) -> list[str]:
     """``tensor i (shape)`` for each trainable tensor, in the optimizer's order (the order of
     ``list(model.parameters())`` for a model made private whole)."""
@@ -451,10 +510,13 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
         tests["ledger"] = _ledger_test(run_dir, cfg, met, tr)
         if "clip_check" in met or met.get("clipped_sum_changed"):  # not in older runs
             tests["clipping"] = _clip_test(met, tensor_names(claim))
+            if "raw_error" in met.get("clip_check", {}):  # the clipping part still judged
+                not_run["clipping (raw-gradient probe)"] = met["clip_check"]["raw_error"]
     for k, t in tests.items():  # a test that ran on nothing is named, never passed in silence
         if k != "steinke" and (t is None or t.get("p_value") is None):
             why = (t or {}).get("reason") or _IDLE.get(k, "nothing to test: no p-value")
             not_run.setdefault(k, why)
+    _witness(tests)
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
     from ldp_audit.opacus.family import family_bound
 

@@ -88,7 +88,8 @@ def _no_protection(claim: dict[str, Any]) -> str:
 
 _TEST_WORDS = {
     "noise": "the released noise is smaller than the claimed sigma C in some tensor or update",
-    "independence": "the released noise is not fresh: correlated across updates",
+    "independence": "the released noise is not fresh and independent: correlated across "
+    "updates or coordinates, or following the data",
     "contribution": "a canary counts more or less than C: the per-sample clipping is not the "
     "claimed one",
     "sampling": "the batch sizes are not Poisson sampling at the claimed rate",
