@@ -596,6 +596,46 @@ def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fa
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
 
 
+class StallsBeforeAReport(gym.Env):
+    """A drifting point that never ends an episode (truncated at 30) and raises on its 25th
+    step: past the parameter probe (20 steps), before any agent's first report."""
+
+    action_space, observation_space = gym.spaces.Discrete(2), gym.spaces.Box(-9, 9, (1,))
+
+    def __init__(self, render_mode=None) -> None:
+        self.drift, self.n = 0.1, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = self.np_random.uniform(-0.1, 0.1, 1).astype(np.float32)
+        return self.x.copy(), {}
+
+    def step(self, action):
+        self.n += 1
+        if self.n == 25:
+            raise RuntimeError("stalled")
+        self.x += np.float32(self.drift * (action - 0.5))
+        return self.x.copy(), 0.0, False, False, {}
+
+
+if "TestStalls-v0" not in gym.registry:
+    gym.register("TestStalls-v0", entry_point=StallsBeforeAReport, max_episode_steps=30)
+
+
+def test_attacking_a_run_that_released_no_report_is_refused_exit_2(tmp_path, capsys) -> None:
+    """A run interrupted before its first report: the attack raised ValueError ('zero-size
+    array to reduction operation minimum'), exit 3 with a traceback (2026-12-07 probe)."""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", "TestStalls-v0", "--private-param", "drift=0.1,0.5",
+            "--mechanism", "none", "--max-submissions", "20", "--out", str(run),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    capsys.readouterr()
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no report" in err and "interrupted" in err and "Traceback" not in err, err
+
+
 class EndlessStepCartPole(CartPoleEnv):
     """CartPole whose step never returns: a pure-Python loop that swallows any Exception."""
 
