@@ -821,13 +821,11 @@ class SyncParamVectorEnv(ParamVectorEnv):
     def __init__(
         self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
     ) -> None:
+        self._fresh = lambda: _LastReward(_make(env_id, max_episode_steps))
         self.inner = _user(
             env_id,
             "make",
-            lambda: SyncVectorEnv(
-                [lambda: _LastReward(_make(env_id, max_episode_steps))] * n,
-                autoreset_mode=AutoresetMode.DISABLED,
-            ),
+            lambda: SyncVectorEnv([self._fresh] * n, autoreset_mode=AutoresetMode.DISABLED),
         )
         self.num_envs = n
         for k in (*_SPACES, "metadata"):
@@ -839,7 +837,13 @@ class SyncParamVectorEnv(ParamVectorEnv):
         self.values = np.full(n, np.nan)
 
     def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """Each row's value; a used row first gets a fresh env: state kept across resets (a
+        NormalizeObservation's running mean) carried one agent's episodes into the next's."""
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
+            if not np.isnan(self.values[r]):
+                _user(self.env_id, "close", self.inner.envs[r].close)
+                self.inner.envs[r] = _user(self.env_id, "make", self._fresh)
+                self._unwrapped[r] = self.inner.envs[r].unwrapped
             set_ = f"setting {self.param}={v!r}"
             _user(self.env_id, set_, _set_param, self._unwrapped[r], self.param, float(v))
             self.values[r] = v
