@@ -116,6 +116,11 @@ def _groups(
     """The attacked groups of the transcript (agents): their (trial, agent) keys, each row's
     group, and the rows of the first ``max_groups`` groups (in key order, or with
     ``arrival`` in the order of their first report)."""
+    if not tr["trial"].size:  # scoring raised ValueError on the empty guesses (exit 3)
+        raise InvalidParameterError(
+            "the run's transcript holds no report (a run interrupted before its first "
+            "release): nothing to attack"
+        )
     keys = np.stack([tr["trial"], tr["agent"]], axis=1)
     uniq, first_row, group_of_row = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     group_of_row = group_of_row.reshape(-1)

@@ -152,22 +152,84 @@ def test_a_multidiscrete_run_trains_and_is_attacked_from_the_cli(tmp_path, capsy
     assert res["n"] == 16 and res["k"] == 2
 
 
-if "TestEmptyMulti-v0" not in gym.registry:  # Tuple and Dict: tests/test_gym_continuous.py's
+if "TestEmptyMulti-v0" not in gym.registry:
     _empty = gym.spaces.MultiDiscrete(np.zeros((2, 0), int))
     gym.register("TestEmptyMulti-v0", entry_point="tests.test_gym_continuous:SpacesCartPole",
                  kwargs={"action_space": _empty})  # fmt: skip
+_NESTED = {  # Tuple and Dict actions mixing discrete and Box leaves: tests/test_gym_continuous.py
+    "TestTupleNested-v0": gym.spaces.Tuple((gym.spaces.Discrete(3, start=-1), gym.spaces.Tuple(
+        (gym.spaces.MultiBinary(2), gym.spaces.MultiDiscrete([2, 4], start=[5, 0]))))),
+    "TestDictBox-v0": gym.spaces.Dict({"z": gym.spaces.Box(-1, 1, (2,)), "a": gym.spaces.Box(
+        0, 3, (1, 1), np.int64)}),
+}  # fmt: skip
+
+
+class NestedPush(MultiPush):
+    """MultiPush with a Tuple or Dict action: pushed by the sum of its numbers."""
+
+    def __init__(self, env_id: str, render_mode=None) -> None:
+        super().__init__()
+        self.action_space, self.sent = _NESTED[env_id], []
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        self.sent.append(action)
+        self.s[1] += float(np.sum(gym.spaces.flatten(self.action_space, action))) / self.mass / 99
+        self.s[0] += self.s[1] * 0.1
+        return self.s.copy(), -abs(float(self.s[0])), bool(abs(self.s[0]) > 1), False, {}
+
+
+for _id in _NESTED:
+    if _id not in gym.registry:
+        gym.register(_id, entry_point=f"{__name__}:NestedPush", kwargs={"env_id": _id},
+                     max_episode_steps=30)  # fmt: skip
+
+
+def test_actions_with_no_component_are_refused():  # an empty Tuple: Gymnasium's make refuses it
+    with pytest.raises(InvalidParameterError, match=r"MultiDiscrete\(\[\]\): .*no component"):
+        check_private_param("TestEmptyMulti-v0", "mass", [0.5, 1.0])
 
 
 @pytest.mark.parametrize(
-    ("env_id", "match"),
-    [("TestTupleAct-v0", r"action space Tuple\(Discrete\(2\), Discrete\(2\)\): a Tuple action"),
-     ("TestDictAct-v0", r"action space Dict\('a': Discrete\(2\)\): a Dict action"),
-     ("TestEmptyMulti-v0", r"action space MultiDiscrete\(\[\]\): .*no component")],
+    ("env_id", "nvec", "box"),
+    [("TestTupleNested-v0", (3, 2, 2, 2, 4), None),
+     ("TestDictBox-v0", None, ((0.0, -1.0, -1.0), (3.0, 1.0, 1.0)))],  # Dict: keys sorted
 )  # fmt: skip
-def test_tuple_dict_and_empty_actions_are_refused_saying_what_is_supported(env_id, match):
-    with pytest.raises(InvalidParameterError, match=match) as err:
-        check_private_param(env_id, "length", [0.5, 1.0])
-    assert "Empty" in env_id or "Discrete, MultiDiscrete, MultiBinary" in str(err.value)
+def test_tuple_and_dict_actions_are_their_leaves_sent_in_their_structure(env_id, nvec, box):
+    """They were refused ('a Tuple action space is not supported'). All-discrete leaves are one
+    categorical head per component (as a MultiDiscrete), all-Box leaves one Gaussian head over
+    their bounds; the env is sent a tuple or dict of its leaves (start + index, a Box clipped
+    and an integer Box rounded), which it asserts with action_space.contains."""
+    info, _ = check_private_param(env_id, "mass", [0.5, 2.0])
+    assert info.nvec == nvec and info.box == box
+    cfg = GymPgcConfig(env_id=env_id, private_param="mass", values=(0.5, 2.0), mechanism="none",
+                       n_agents=2, max_submissions=4)  # fmt: skip
+    assert cfg.network.dim == 16 * (2 + (sum(nvec) if nvec else 3) + 1) + (0 if nvec else 3)
+    env = make_param_vector_env(info, "mass", 2)
+    env.set_param(np.arange(2), np.ones(2))
+    env.reset(seed=[0, 1])
+    hi = np.array([[2, 1, 1, 1, 3], [0, 0, 0, 0, 0]]) if nvec else np.array([[2.6, 5, -0.2]] * 2)
+    env.step(hi)
+    sent = env.inner.envs[0].unwrapped.sent[-1]
+    env.close()
+    if nvec:  # start + index, leaf by leaf
+        assert sent[0] == 1 and sent[1][0].tolist() == [1, 1] and sent[1][1].tolist() == [6, 3]
+    else:  # rounded (2.6 -> 3), clipped (5 -> 1)
+        assert sent["a"].tolist() == [[3]] and sent["z"].dtype == np.float32
+        assert sent["z"].tolist() == [1.0, np.float32(-0.2)]
+
+
+@pytest.mark.slow  # 9 s; the default suite's test is the one above
+def test_a_tuple_action_run_trains_and_is_attacked_from_the_cli(tmp_path, capsys) -> None:
+    run = tmp_path / "tup"
+    argv = ["train", "pgc-a3c", "--env", "TestTupleNested-v0", "--private-param",
+            "mass=0.5,2", "--mechanism", "laplace", "--epsilon", "1", "--agents", "4",
+            "--max-submissions", "8", "--out", str(run), "--no-progress", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "10", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["n"] == 8 and res["k"] == 2
 
 
 def test_sizes_count_every_number_of_an_action() -> None:

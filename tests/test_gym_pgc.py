@@ -550,22 +550,27 @@ def test_a_param_env_without_set_param_is_refused_at_definition() -> None:
 
 
 class LateFailCartPole(gym.Wrapper):
-    """CartPole whose 200th step (episodes of one env instance counted together) raises or
-    returns NaN, a reward of None or a string: past the parameter probe's steps, well inside
-    training."""
+    """CartPole whose 5th step of an episode reset with a training seed (the probe's are <
+    10**4) raises or returns NaN, a reward of None or a string: past the parameter probe's
+    steps, well inside training. (It counted 200 steps of one env instance, episodes together:
+    since 2026-12-07 each episode of a used row starts in a fresh env.)"""
 
     def __init__(self, fail: str = "raise") -> None:
         super().__init__(gym.make("CartPole-v1").unwrapped)
-        self.fail, self.n = fail, 0
+        self.fail, self.n = fail, -(10**9)
+
+    def reset(self, *, seed=None, options=None):
+        self.n = 0 if seed is not None and seed >= 10**6 else -(10**9)
+        return self.env.reset(seed=seed, options=options)
 
     def step(self, action):
         self.n += 1
         obs, r, term, trunc, info = self.env.step(action)
-        if self.n >= 200 and self.fail == "raise":
+        if self.n >= 5 and self.fail == "raise":
             raise RuntimeError("the user's env broke")
-        if self.n >= 200 and self.fail in ("none", "str"):
+        if self.n >= 5 and self.fail in ("none", "str"):
             return obs, None if self.fail == "none" else str(r), term, trunc, info
-        return (obs * np.nan if self.n >= 200 else obs), r, term, trunc, info
+        return (obs * np.nan if self.n >= 5 else obs), r, term, trunc, info
 
 
 for _fail in ("raise", "nan", "none", "str"):
@@ -594,6 +599,77 @@ def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fa
     err = capsys.readouterr().err
     assert re.search(match, err) and "Traceback" not in err
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+class StallsBeforeAReport(gym.Env):
+    """A drifting point that never ends an episode (truncated at 30) and raises on its 25th
+    step: past the parameter probe (20 steps), before any agent's first report."""
+
+    action_space, observation_space = gym.spaces.Discrete(2), gym.spaces.Box(-9, 9, (1,))
+
+    def __init__(self, render_mode=None) -> None:
+        self.drift, self.n = 0.1, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = self.np_random.uniform(-0.1, 0.1, 1).astype(np.float32)
+        return self.x.copy(), {}
+
+    def step(self, action):
+        self.n += 1
+        if self.n == 25:
+            raise RuntimeError("stalled")
+        self.x += np.float32(self.drift * (action - 0.5))
+        return self.x.copy(), 0.0, False, False, {}
+
+
+if "TestStalls-v0" not in gym.registry:
+    gym.register("TestStalls-v0", entry_point=StallsBeforeAReport, max_episode_steps=30)
+
+
+def test_attacking_a_run_that_released_no_report_is_refused_exit_2(tmp_path, capsys) -> None:
+    """A run interrupted before its first report: the attack raised ValueError ('zero-size
+    array to reduction operation minimum'), exit 3 with a traceback (2026-12-07 probe)."""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", "TestStalls-v0", "--private-param", "drift=0.1,0.5",
+            "--mechanism", "none", "--max-submissions", "20", "--out", str(run),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    capsys.readouterr()
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no report" in err and "interrupted" in err and "Traceback" not in err, err
+
+
+def _normalized_cartpole(render_mode=None):
+    return gym.wrappers.NormalizeObservation(CartPoleEnv(render_mode=render_mode))
+
+
+if "TestNormalized-v0" not in gym.registry:
+    gym.register("TestNormalized-v0", entry_point=_normalized_cartpole, max_episode_steps=50)
+
+
+def test_no_state_of_a_rows_last_agent_reaches_the_next_agent() -> None:
+    """A row's env served each agent that followed in it: a wrapper keeping state across resets
+    (NormalizeObservation's running mean) carried one agent's episodes, and so its private
+    length, into the next agent's observations and report (up to 0.94 in a normalized
+    observation, 2026-12-07 probe), uncharged to it. Each new episode of a used row now starts
+    in a fresh env: the next agent's trajectory is the one a fresh env gives."""
+    info, _ = check_private_param("TestNormalized-v0", "length", [0.25, 1.0])
+    played = []
+    for first in (None, 0.25, 1.0):  # no previous agent, or one of either value
+        env = make_param_vector_env(info, "length", 1)
+        if first is not None:
+            env.set_param(np.arange(1), np.array([first]))
+            env.reset(seed=[1])
+            for k in range(8):
+                env.step(np.array([k % 2]))
+        env.set_param(np.arange(1), np.array([0.5]))  # the next agent: same value and seed
+        obs = [env.reset(seed=[2])[0]] + [env.step(np.array([k % 2]))[0] for k in range(3)]
+        env.close()
+        played.append(np.concatenate(obs).ravel())
+    np.testing.assert_array_equal(played[1], played[0])
+    np.testing.assert_array_equal(played[2], played[0])
 
 
 class EndlessStepCartPole(CartPoleEnv):
@@ -762,15 +838,19 @@ def test_a_diverging_acrobot_step_is_refused_not_a_hang(dt: float) -> None:
 
 class FragileCartPole(CartPoleEnv):
     """CartPole whose own code raises: in ``close``, in a property, or in a ``__setattr__``
-    that refuses a large ``force_mag`` once the env has been reset (so the probe, which sets
-    before its reset, passes, and training, which sets between episodes, fails)."""
+    that refuses a large ``force_mag`` once any copy has been reset with a training seed (the
+    probe's are < 10**4: the probe passes, training fails; each episode of a used row starts
+    in a fresh copy since 2026-12-07, so one copy's own reset no longer precedes a set)."""
+
+    trained = False  # a test of the setattr case clears it first
 
     def __init__(self, fail: str = "close") -> None:
-        self.fail, self.was_reset = fail, False
+        self.fail = fail
         super().__init__()
 
     def reset(self, *, seed=None, options=None):
-        self.was_reset = True
+        if seed is not None and seed >= 10**6:
+            FragileCartPole.trained = True
         return super().reset(seed=seed, options=options)
 
     def close(self) -> None:
@@ -782,7 +862,7 @@ class FragileCartPole(CartPoleEnv):
         raise RuntimeError("the user's property broke")
 
     def __setattr__(self, key, value) -> None:
-        if key == "force_mag" and self.fail == "setattr" and self.was_reset and value > 10:
+        if key == "force_mag" and self.fail == "setattr" and self.trained and value > 10:
             raise ValueError("force_mag must stay <= 10 once reset")
         super().__setattr__(key, value)
 
@@ -808,6 +888,7 @@ def test_a_user_env_raising_in_close_a_property_or_a_set_is_named_exit_2(
     """Each was "a bug in ldp-audit" (exit 3, traceback): a ``close`` that raises (after the
     check), a property that raises (read as the parameter, or by the listing of numeric
     attributes for a name that is not there), a set that raises in training."""
+    FragileCartPole.trained = False
     run = tmp_path / "run"
     argv = ["train", "pgc-a3c", "--env", f"TestFragile-{fail}-v0", "--private-param", param,
             "--mechanism", "none", "--max-submissions", "40", "--out", str(run),

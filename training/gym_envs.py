@@ -269,37 +269,81 @@ def check_candidates(
     return tuple(out)
 
 
-_ACTIONS = "Discrete, MultiDiscrete, MultiBinary and bounded Box action spaces are supported"
+_ACTIONS = (
+    "Discrete, MultiDiscrete, MultiBinary and bounded Box action spaces, and Tuple or Dict "
+    "spaces whose leaves are all discrete or all Box, are supported"
+)
+
+
+_DISCRETE = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
+def _leaves(space: Any) -> list[Any]:
+    """A ``Tuple``'s or ``Dict``'s spaces in order, nested ones flattened; any other: itself."""
+    if isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):
+        subs = space.spaces.values() if isinstance(space, gym.spaces.Dict) else space.spaces
+        return [leaf for s in subs for leaf in _leaves(s)]
+    return [space]
 
 
 def _action_heads(env_id: str, space: Any) -> tuple[int, Any, tuple[int, ...] | None]:
     """(n_actions, box, nvec): a ``Discrete``'s n; a ``MultiDiscrete``'s or ``MultiBinary``'s
     component sizes, flattened (one categorical head each); a ``Box``'s finite (low, high),
-    flattened (the alpha-greedy exploration draws within them); any other space is refused
-    naming it and what is supported."""
-    if isinstance(space, gym.spaces.Discrete):
-        return int(space.n), None, None
-    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
-        nvec = np.ravel(getattr(space, "nvec", 2) * np.ones(space.shape, np.int64)).tolist()
+    flattened (the alpha-greedy exploration draws within them). A ``Tuple`` or ``Dict`` is its
+    leaves in order: all discrete, their components (a ``Discrete`` leaf is one); all ``Box``,
+    their bounds concatenated. Any other space (a mix: the loss has one kind of head) is
+    refused naming it and what is supported."""
+    leaves = _leaves(space)
+    if all(isinstance(s, _DISCRETE) for s in leaves):
+        n = [s.n if isinstance(s, gym.spaces.Discrete) else getattr(s, "nvec", 2) for s in leaves]
+        n = [c * np.ones(s.shape, np.int64) for s, c in zip(leaves, n, strict=True)]  # MultiBinary
+        nvec = [int(k) for c in n for k in np.ravel(c).tolist()]
         if not nvec:
             raise InvalidParameterError(
                 f"env {env_id!r} has action space {space}: it has no component to act on"
             )
+        if isinstance(space, gym.spaces.Discrete):
+            return nvec[0], None, None
         return sum(nvec), None, tuple(nvec)
-    if not isinstance(space, gym.spaces.Box):
-        kind = type(space).__name__
+    if not all(isinstance(s, gym.spaces.Box) for s in leaves):
+        kinds = sorted({type(s).__name__ for s in leaves})
+        kind = type(space).__name__ + (f" of {' and '.join(kinds)}" if leaves != [space] else "")
         raise InvalidParameterError(
-            f"env {env_id!r} has action space {space}: a {kind} action space is not supported; "
-            f"{_ACTIONS} (wrap the env so that its actions are one of them: a Tuple of "
-            "Discrete as a MultiDiscrete)"
+            f"env {env_id!r} has action space {space}: a {kind} action space is not supported "
+            f"(the network has categorical heads or a Gaussian head, not both); {_ACTIONS} "
+            "(wrap the env so that its actions are one of them)"
         )
-    lo, hi = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
+    lo = np.concatenate([np.asarray(s.low, np.float64).ravel() for s in leaves])
+    hi = np.concatenate([np.asarray(s.high, np.float64).ravel() for s in leaves])
     if not lo.size or not (np.isfinite(lo).all() and np.isfinite(hi).all()):
         raise InvalidParameterError(
             f"env {env_id!r} has action space {space}: a Box action space needs finite bounds "
             "and at least one dimension (the exploration draws actions uniformly within them)"
         )
     return lo.size, (tuple(lo.tolist()), tuple(hi.tolist())), None
+
+
+def _batch_action(space: Any, a: np.ndarray, n: int) -> Any:
+    """The network's actions for n rows, (n, width) (the leaves' numbers in order; a
+    ``Discrete``: (n,)), in the batched structure of ``space``: a ``Box``'s clipped to its bounds
+    (as SB3 and CleanRL do; an integer ``Box``'s rounded after the clip: cast, 3.7 would be
+    sent as 3), an index as ``start + index`` (``MultiBinary``: 0), a ``Tuple`` or ``Dict`` leaf
+    by leaf."""
+    if isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):
+        a, parts, k = a.reshape(n, -1), [], 0
+        for s in space.spaces.values() if isinstance(space, gym.spaces.Dict) else space.spaces:
+            w = sum(int(np.prod(leaf.shape)) for leaf in _leaves(s))
+            parts.append(_batch_action(s, a[:, k : k + w], n))
+            k += w
+        if isinstance(space, gym.spaces.Tuple):
+            return tuple(parts)
+        return dict(zip(space.spaces, parts, strict=True))
+    if isinstance(space, gym.spaces.Box):
+        rint = np.rint if np.issubdtype(space.dtype, np.integer) else np.asarray  # not cut
+        a = rint(np.clip(a.reshape(n, -1), space.low.ravel(), space.high.ravel()))
+        return a.reshape(n, *space.shape).astype(space.dtype)
+    start = np.asarray(getattr(space, "start", 0), np.int64)
+    return (start + np.asarray(a, np.int64).reshape(n, *space.shape)).astype(space.dtype)
 
 
 def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
@@ -777,33 +821,29 @@ class SyncParamVectorEnv(ParamVectorEnv):
     def __init__(
         self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
     ) -> None:
+        self._fresh = lambda: _LastReward(_make(env_id, max_episode_steps))
         self.inner = _user(
             env_id,
             "make",
-            lambda: SyncVectorEnv(
-                [lambda: _LastReward(_make(env_id, max_episode_steps))] * n,
-                autoreset_mode=AutoresetMode.DISABLED,
-            ),
+            lambda: SyncVectorEnv([self._fresh] * n, autoreset_mode=AutoresetMode.DISABLED),
         )
         self.num_envs = n
         for k in (*_SPACES, "metadata"):
             setattr(self, k, getattr(self.inner, k))
         self.param, self.env_id = param, env_id
         space = self.single_action_space
-        if isinstance(space, gym.spaces.Box):  # clipped to the bounds, as SB3 and CleanRL do
-            rint = np.rint if np.issubdtype(space.dtype, np.integer) else np.asarray  # not cut
-            lo, hi = space.low.ravel(), space.high.ravel()
-            self._to_env = lambda a: rint(np.clip(a, lo, hi)).reshape(n, *space.shape).astype(
-                space.dtype)  # fmt: skip
-        else:  # Discrete(n, start), MultiDiscrete(nvec, start): start + index (MultiBinary: 0)
-            start = np.asarray(getattr(space, "start", 0), np.int64)
-            self._to_env = lambda a: (start + np.asarray(a, np.int64).reshape(n, *space.shape)
-                                      ).astype(space.dtype)  # fmt: skip
+        self._to_env = lambda a: _batch_action(space, a, n)
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
         self.values = np.full(n, np.nan)
 
     def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """Each row's value; a used row first gets a fresh env: state kept across resets (a
+        NormalizeObservation's running mean) carried one agent's episodes into the next's."""
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
+            if not np.isnan(self.values[r]):
+                _user(self.env_id, "close", self.inner.envs[r].close)
+                self.inner.envs[r] = _user(self.env_id, "make", self._fresh)
+                self._unwrapped[r] = self.inner.envs[r].unwrapped
             set_ = f"setting {self.param}={v!r}"
             _user(self.env_id, set_, _set_param, self._unwrapped[r], self.param, float(v))
             self.values[r] = v

@@ -73,7 +73,8 @@ def options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("any Gymnasium environment (docs/gymnasium.md)")
     g.add_argument("--env", default=None, metavar="ENV_ID",
                    help="a Gymnasium id with a Discrete, MultiDiscrete, MultiBinary or bounded "
-                   "Box action space (default: the paper's CartPole)")  # fmt: skip
+                   "Box action space, or a Tuple or Dict of them all discrete or all Box "
+                   "(default: the paper's CartPole)")  # fmt: skip
     g.add_argument("--private-param", type=parse_private_param, default=None,
                    metavar="NAME=V1,V2,...", help="the attribute of env.unwrapped that is "
                    "each agent's secret, and its candidate values (each agent draws one "

@@ -1,5 +1,5 @@
-"""PGC-A3C on any Gymnasium environment (Discrete, MultiDiscrete, MultiBinary or Box actions)
-with a private parameter.
+"""PGC-A3C on any Gymnasium environment (Discrete, MultiDiscrete, MultiBinary or Box actions,
+or a Tuple or Dict of them) with a private parameter.
 
 The generic path of ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=V1,V2,...``
 (docs/gymnasium.md). It is Ono & Takahashi's (2020) Algorithms 1-3 exactly as
