@@ -46,6 +46,9 @@ def privatize_rows(
             f"{who} raised {type(exc).__name__} on input x = {short_values(x.tolist())} "
             f"({n} rows): {exc}"
         ) from exc
+    hint = ""
+    if isinstance(y, tuple) and len(y) != n:  # (y, seed) as two arrays: 2 rows of n values
+        hint = f": a tuple of {len(y)} arrays reads as {len(y)} rows (np.column_stack them)"
     try:
         y = np.asarray(y)
     except Exception as exc:  # noqa: BLE001 - e.g. ragged lists
@@ -61,7 +64,7 @@ def privatize_rows(
     if y.ndim != 2 or y.shape[0] != n or y.shape[1] == 0:
         raise InvalidParameterError(
             f"mechanism.privatize must return an array of shape (n, k) with n = {n} rows and "
-            f"at least one value per row for an (n, d) input, got shape {y.shape}"
+            f"at least one value per row for an (n, d) input, got shape {y.shape}{hint}"
         )
     y = y.astype(np.float64, copy=False)
     return (y, returned) if raw else y
