@@ -62,6 +62,7 @@ class ScalarMechanism:
     vectorized: bool
     integer_inputs: bool = False
     bool_inputs: bool = False
+    _first: Any = dataclasses.field(default=None, init=False)  # the first result's kind
 
     @property
     def reproducible(self) -> bool:
@@ -133,6 +134,8 @@ class ScalarMechanism:
         """The calls' results as an (n, m) array: one real number (m = 1, float64) or one
         fixed-length vector of them (a tuple such as ``(y, seed)``, a bit vector) per input;
         bools read as 0/1; integer vectors stay int64 (a statistic then sees a seed exactly)."""
+        if not self.vectorized and res:
+            self._one_type(res, vals)
         arr: Any = None
         err: Exception | None = None
         try:
@@ -184,6 +187,32 @@ class ScalarMechanism:
             return arr.astype(np.float64)
         # integers stay exact: int64, or uint64 when one is >= 2^63 (a 64-bit seed or digest)
         return arr.astype(np.uint64 if arr.dtype.kind == "u" and (arr >= 2**63).any() else np.int64)
+
+    def _one_type(self, res: list[Any], vals: list[Any]) -> None:
+        """Refuse results whose type varies between calls (1 and 1.0): a reader of the release
+        sees it, the audit reads values only; and a factory passed without ``seeding``."""
+        if callable(res[0]):
+            raise UserCodeError(
+                f"{self.name} returned a function ({res[0]!r}) on input {vals[0]!r}: if it is a "
+                "factory receiving the randomness, pass seeding='random_state', 'seed' or "
+                "'generator' (--seeding at the command line); otherwise it must return a real "
+                "number or a fixed-length vector of them"
+            )
+        if self._first is None:  # kept across batches: the two inputs of a pair are two
+            self._first = (_kind(res[0]), res[0], vals[0])
+        first, r0, v0 = self._first
+        types = set(map(type, res))  # one signature: the first result stands for all
+        if types & {tuple, list, np.ndarray}:
+            types = set(map(_types, res))
+        n = 1 if len(types) == 1 else None
+        for v, r in zip(vals[:n], res[:n], strict=True):
+            if not _same_kind(_kind(r), first):
+                raise UserCodeError(
+                    f"{self.name} returned {r0!r} ({type(r0).__name__}) on input {v0!r} and "
+                    f"{r!r} ({type(r).__name__}) on input {v!r}: the type of a release must not "
+                    "vary between calls (a reader tells 1 from 1.0, the audit reads values "
+                    "only); return one type on every call, e.g. float(y)"
+                )
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
@@ -300,6 +329,37 @@ def _flat(r: Any) -> list[Any]:
     if isinstance(r, Iterable) and not isinstance(r, (str, bytes, Mapping)):
         return [e for item in r for e in _flat(item)]
     return [r]
+
+
+def _kind(r: Any) -> Any:
+    """A call's result's type as a reader of the release sees it: bool, int or float (NumPy's
+    and Python's alike), an array's dtype kind, a tuple's or list's elements' kinds; None for
+    other objects."""
+    if isinstance(r, (bool, np.bool_)):
+        return "bool"
+    if isinstance(r, numbers.Integral):
+        return "int"
+    if isinstance(r, (float, np.floating)):
+        return "float"
+    if isinstance(r, np.ndarray):
+        return {"u": "i"}.get(r.dtype.kind, r.dtype.kind)
+    if isinstance(r, (tuple, list)):
+        return tuple(_kind(e) for e in r)
+    return None  # sets, iterators, tensors: not compared
+
+
+def _types(r: Any) -> Any:
+    if isinstance(r, (tuple, list)):
+        return (type(r), *map(type, r))
+    return r.dtype if isinstance(r, np.ndarray) else type(r)
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """Kinds differ only where both are known: vectors position by position (their lengths
+    and structure are checked with their values)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return all(_same_kind(p, q) for p, q in zip(a, b, strict=False))
+    return a is None or b is None or isinstance(a, tuple) or isinstance(b, tuple) or a == b
 
 
 def _count(k: int) -> str:

@@ -388,3 +388,14 @@ def test_ratio_test_and_pool_reach_the_auditor(capsys):
     code = run_cli(argv + ["--no-float-bits", "--json"] + STRICT)
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["witness"].get("test", "clopper-pearson") == "clopper-pearson"
+
+
+def test_a_factory_that_raises_names_the_param_values(tmp_path, monkeypatch, capsys):
+    # session 52: --param epsilon=abc (not JSON: passed as text) said only "building the
+    # mechanism raised ValueError: could not convert string to float: 'abc'"
+    _write_module(tmp_path, monkeypatch, "fact_mod_cli", "def make(epsilon):\n    float(epsilon)\n")
+    argv = ["audit", "--mechanism", "fact_mod_cli:make", "--param", "epsilon=abc"]
+    assert run_cli(argv) == 2
+    err = capsys.readouterr().err
+    assert "building the mechanism with --param epsilon='abc' raised ValueError" in err
+    assert "Traceback" not in err

@@ -494,3 +494,35 @@ def test_a_set_is_read_in_sorted_order():
     m = from_scalar(lambda v: {v + 8, v}, epsilon=1.0, domain=[1, 2])
     out = m.privatize(np.array([[1.0], [2.0]]), np.random.default_rng(0))
     assert out.tolist() == [[1, 9], [2, 10]] and out.dtype == np.int64
+
+
+def _rr_typed(keep_type, flip_type):
+    def make(g):
+        return lambda v: keep_type(v) if g.random() < 0.73 else flip_type(1 - v)
+
+    return make
+
+
+def test_a_type_that_varies_between_calls_is_refused():
+    # session 52's probe: randomised response returning int when it keeps v, float when it flips
+    # (the type tells which): 0.239-7.447 at epsilon 0.25-8, no violation; now refused
+    m = from_scalar(_rr_typed(int, float), epsilon=1.0, domain=[0, 1], seeding="generator")
+    with pytest.raises(
+        UserCodeError, match=r"\((int|float)\) on input 0 and .* \((float|int)\) on input 0: "
+    ):
+        m.privatize(np.zeros((50, 1)), np.random.default_rng(0))
+    # int for one input, float for the other: the first kind is kept across calls
+    by_input = from_scalar(
+        lambda g: lambda v: float(v) if v else v, epsilon=1.0, domain=[0, 1], seeding="generator"
+    )
+    with pytest.raises(UserCodeError, match=r"returned 0 \(int\) on input 0 and 1.0 \(float\) on"):
+        audit(by_input, samples=2000, rng=0, float_bits=False, tradeoff=False)
+    # one kind in two spellings (NumPy and Python ints) is one type
+    same = from_scalar(_rr_typed(np.int64, int), epsilon=1.0, domain=[0, 1], seeding="generator")
+    assert same.privatize(np.zeros((50, 1)), np.random.default_rng(0)).shape == (50, 1)
+
+
+def test_a_factory_without_seeding_is_pointed_at_seeding():
+    m = from_scalar(_rr_typed(int, int), epsilon=1.0, domain=[0, 1], name="lib")
+    with pytest.raises(UserCodeError, match=r"lib returned a function .*seeding="):
+        m.privatize(np.zeros((2, 1)), np.random.default_rng(0))

@@ -128,3 +128,43 @@ def test_rows_sharing_one_draw_per_call_are_refused(seed):
 def test_a_deterministic_mechanism_is_not_mistaken_for_shared_draws():
     r = audit(Deterministic(), samples=20_000, rng=0, float_bits=False)
     assert r.violation and r.epsilon_lower_bound > 8.0
+
+
+class InputSeededLaplace(GlobalNumpyLaplace):
+    """Draws from a generator seeded by the input, ignoring ``rng``: rows differ within a call,
+    but every call repeats them, so each release is a function of x (true epsilon infinite).
+    Session 52's probe: 0.231-7.648 at epsilon 0.25-8, no distribution violation, no word."""
+
+    def privatize(self, x, rng):
+        x = np.asarray(x, float)
+        return x + np.random.default_rng(int(x[0, 0] * 1000)).laplace(0.0, 1.0, x.shape)
+
+
+class FixedSeedLaplace(GlobalNumpyLaplace):
+    def privatize(self, x, rng):
+        x = np.asarray(x, float)
+        return x + np.random.default_rng(0).laplace(0.0, 1.0, x.shape)
+
+
+@pytest.mark.parametrize("mech", [InputSeededLaplace(), FixedSeedLaplace()])
+@pytest.mark.parametrize("event", [None, ([0.0], [1.0], lambda y, x, x2: y[:, 0] > 0.5)])
+def test_a_mechanism_repeating_its_draws_across_calls_is_refused(mech, event):
+    # a mechanism drawing from rng repeats 8 distinct outputs from another Generator state with
+    # probability at most (1/8)^8 < 6e-8 (continuous outputs: 0), the false refusal's bound
+    with pytest.raises(UserCodeError, match=r"does not draw from the Generator it is given"):
+        audit(mech, samples=2000, rng=0, event=event, float_bits=False, tradeoff=False)
+
+
+class DtypeByInput(GlobalNumpyLaplace):
+    """Randomised response on {0, 1} with correct values, released as int64 when x = 1 and as
+    float64 when x = 0: the dtype tells x (session 52's probe: 0.234-7.751, no violation)."""
+
+    def privatize(self, x, rng):
+        x = np.asarray(x, float)
+        y = np.where(rng.random(x.shape) < 0.73, x, 1 - x)
+        return y.astype(np.int64) if x[0, 0] == 1 else y
+
+
+def test_outputs_whose_dtype_depends_on_the_input_are_refused():
+    with pytest.raises(UserCodeError, match=r"returned dtype float64 for x = \[0\] and int64"):
+        audit(DtypeByInput(), samples=2000, rng=0, float_bits=False, tradeoff=False)

@@ -357,6 +357,19 @@ def test_outputs_without_columns_refused():
         audit(NoColumns(), PAIR, samples=5_000)
 
 
+class TupleOfColumns:
+    epsilon = 1.0
+
+    def privatize(self, x, rng):
+        return x[:, 0] + rng.laplace(0.0, 1.0, len(x)), rng.integers(0, 9, len(x))
+
+
+def test_a_tuple_of_columns_is_pointed_at_column_stack():
+    # session 52: (y, seed) returned as a tuple of two arrays said only "got shape (2, 8)"
+    with pytest.raises(InvalidParameterError, match=r"\(2, 8\): a tuple of 2 arrays .*column_st"):
+        audit(TupleOfColumns(), PAIR, samples=5_000)
+
+
 class OffsetBit:
     """Releases 2^60 + b with P[b = 1] = 0.9 for x = 1, 0 for x = 0: float64 (the auditor's
     reading) cannot tell 2^60 from 2^60 + 1, so the leak is invisible to the built-in

@@ -46,6 +46,9 @@ def privatize_rows(
             f"{who} raised {type(exc).__name__} on input x = {short_values(x.tolist())} "
             f"({n} rows): {exc}"
         ) from exc
+    hint = ""
+    if isinstance(y, tuple) and len(y) != n:  # (y, seed) as two arrays: 2 rows of n values
+        hint = f": a tuple of {len(y)} arrays reads as {len(y)} rows (np.column_stack them)"
     try:
         y = np.asarray(y)
     except Exception as exc:  # noqa: BLE001 - e.g. ragged lists
@@ -61,19 +64,49 @@ def privatize_rows(
     if y.ndim != 2 or y.shape[0] != n or y.shape[1] == 0:
         raise InvalidParameterError(
             f"mechanism.privatize must return an array of shape (n, k) with n = {n} rows and "
-            f"at least one value per row for an (n, d) input, got shape {y.shape}"
+            f"at least one value per row for an (n, d) input, got shape {y.shape}{hint}"
         )
     y = y.astype(np.float64, copy=False)
     return (y, returned) if raw else y
 
 
-def seeded_by(mechanism: Any, x: np.ndarray, rng: np.random.Generator) -> bool:
+def seeded_by(mechanism: Any, x: np.ndarray, rng: np.random.Generator, first: np.ndarray) -> bool:
     """Whether two privatize calls of 8 rows from copies of one Generator state agree: False
     when the mechanism draws other randomness (the global ``numpy.random`` or ``random``
     module, its own generator) or its outputs change with state kept across calls. ``rng``
-    itself is not advanced; the outputs are copied (a mechanism may reuse one buffer)."""
+    itself is not advanced; the outputs are copied (a mechanism may reuse one buffer).
+
+    ``first``: the 8 rows of the call that drew from ``rng`` just before. When they are all
+    different and the calls from its later state repeat them, the mechanism does not draw from
+    ``rng`` (seeded from the input or a fixed seed): every release is a function of x, and the
+    audit's samples would repeat. Refused; draws from ``rng`` do so with probability at most
+    (1/8)^8 < 6e-8 (the product of 8 distinct outputs' probabilities), 0 when continuous."""
     a, b = (privatize_rows(mechanism, x, 8, copy.deepcopy(rng)).copy() for _ in range(2))
+    if np.array_equal(a, first) and len(np.unique(first, axis=0)) == len(first):
+        raise UserCodeError(
+            f"mechanism.privatize of {type(mechanism).__name__} does not draw from the Generator "
+            f"it is given: two calls on x = {short_values(x.tolist())} returned the same 8 "
+            "different outputs (one drawing from it repeats them with probability < 6e-8; a "
+            "generator seeded from the input or a fixed seed?), so every release is a function "
+            "of x and the audit's samples would repeat; draw from the rng argument"
+        )
     return a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+
+
+def same_dtype(
+    mechanism: Any, x: np.ndarray, x2: np.ndarray, raw: np.ndarray, rng: np.random.Generator
+) -> None:
+    """Refuse outputs whose dtype differs between the inputs of a pair (``raw``: 8 outputs of
+    M(x) as returned; M(x2)'s are drawn from a copy of ``rng``): the audit reads values as
+    float64, so a release telling x by its dtype (int64 against float64) would be unseen."""
+    raw2 = privatize_rows(mechanism, x2, 8, copy.deepcopy(rng), raw=True)[1]
+    if raw2.dtype != raw.dtype:
+        raise UserCodeError(
+            f"mechanism.privatize of {type(mechanism).__name__} returned dtype {raw.dtype} for "
+            f"x = {short_values(x.tolist())} and {raw2.dtype} for x2 = "
+            f"{short_values(x2.tolist())}: a release's dtype must not depend on the input (it "
+            "tells the input apart, and the audit reads values only); return one dtype"
+        )
 
 
 def _chunks(n: int, d: int) -> list[int]:

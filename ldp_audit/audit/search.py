@@ -25,6 +25,7 @@ from ldp_audit.audit.results import short_values
 from ldp_audit.audit.sampling import (
     FIT_ELEMENTS,
     privatize_rows,
+    same_dtype,
     sample,
     seeded_by,
     stream_values,
@@ -105,9 +106,10 @@ def select_events(
         user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
         for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
             st.values(raw8)
+        same_dtype(mechanism, x, x2, raw8, ra2)
         if p == 0:  # after the checks above: an error names the user's code first
             t0 = time.perf_counter()
-            sel.unseeded = not seeded_by(mechanism, x, ra1)
+            sel.unseeded = not seeded_by(mechanism, x, ra1, y8)
             if not o.force:  # the fastest of the three 8-row calls
                 t8 = min(t8, (time.perf_counter() - t0) / 2)
                 _pilot_time(mechanism, x, ra1, t8, width, o, total, len(pair_list))
@@ -313,13 +315,14 @@ class Kept:
 def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
     """The pre-registered event ``o.event`` as the one kept event (x the numerator, the error
     split equally), with its pair's estimation streams and output width: no selection."""
-    x, _, stat = o.event  # type: ignore[misc]
+    x, x2, stat = o.event  # type: ignore[misc]
     sel = Selection(streams=o.rng.spawn(1), prof_best=[])
     probe, re1, re2 = sel.streams[0].spawn(3)
     sel.est_rngs.append((re1, re2))
     y8, raw8 = privatize_rows(mechanism, x, 8, probe, raw=True)
     stat.values(raw8 if stat.needs_raw else y8)  # checked on 8 outputs before the work
-    sel.unseeded = not seeded_by(mechanism, x, probe)
+    same_dtype(mechanism, x, x2, raw8, re2)
+    sel.unseeded = not seeded_by(mechanism, x, probe, y8)
     sel.widths.append(max(x.shape[0], y8.shape[1]))
     return sel, Kept([Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))], 1, [], [])
 

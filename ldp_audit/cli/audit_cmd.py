@@ -252,8 +252,10 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
         except LdpAuditError:
             raise  # already names the parameter and the value
         except Exception as exc:  # noqa: BLE001 - user code
+            given = " with --param " + ", ".join(f"{k}={v!r}" for k, v in params.items())
             raise UserCodeError(
-                f"--mechanism {spec!r}: building the mechanism raised {type(exc).__name__}: {exc}"
+                f"--mechanism {spec!r}: building the mechanism{given if params else ''} raised "
+                f"{type(exc).__name__}: {exc}"
             ) from exc
     elif params:
         raise InvalidParameterError(
