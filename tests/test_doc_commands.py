@@ -341,6 +341,24 @@ def test_no_indented_code_blocks(tmp_path: Path) -> None:
     assert indented_code(page) == [3]
 
 
+_OUT = re.compile(r'(?:--out|--report-dir|-o)\s+([\w./-]+)|\bout\s*=\s*"([\w./-]+)"')
+
+
+def test_no_two_pages_write_one_folder() -> None:
+    """A reader who runs the pages one after another in one checkout never finds a run folder
+    of another page in the way (each block runs in a fresh folder here, which hides that):
+    docs/flower.md and docs/opacus.md both wrote runs/digits until session 52."""
+    pages_of: dict[str, set[str]] = {}
+    for it in ITEMS:
+        if "skip" not in it.marker:
+            for m in _OUT.finditer(it.code):
+                folder = m.group(1) or m.group(2)
+                if not folder.startswith("/"):
+                    pages_of.setdefault(folder, set()).add(it.first.page)
+    assert {f: p for f, p in pages_of.items() if len(p) > 1} == {}
+    assert {"runs/digits", "runs/opacus-digits"} <= set(pages_of)  # the scan sees them
+
+
 def test_split_commands() -> None:
     body = (
         "# a comment line\n"

@@ -426,7 +426,7 @@ def test_docs_example(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     assert "one-run-white-box" in out.stdout and "decided by: None" in out.stdout
     assert "no violation" in out.stdout
-    run = tmp_path / "runs" / "digits"
+    run = tmp_path / "runs" / "opacus-digits"  # not docs/flower.md's runs/digits
     assert (run / "manifest.json").exists() and (run / "attack_membership.json").exists()
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
 

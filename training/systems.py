@@ -497,4 +497,4 @@ def frd_attack_options(p: Any) -> None:
     _int_option(
         p, "--shadow", 1, 24, dest="n_shadow", metavar="SHADOW", help="shadow agents per gravity"
     )
-    _int_option(p, "--max-groups", 1, None)
+    _int_option(p, "--max-groups", 1, None, help="attack the first N agents only (default: all)")

@@ -59,17 +59,20 @@ def _count(p: Any, flag: str, minimum: int = 1, maximum: int = _MAX_COUNT, **kw:
 
 
 def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "") -> None:
-    p.add_argument("--mechanism", choices=("laplace", "prs", "none"), default="laplace")
+    p.add_argument("--mechanism", choices=("laplace", "prs", "none"), default="laplace",
+                   help="the mechanism every simulated agent reports through")  # fmt: skip
     p.add_argument(
         "--epsilon",
         type=epsilon_or_inf,
         help="epsilon of ONE report (T reports compose to T * epsilon; default 1); not with 'none'",
     )
     add_real(p, "--clip", help="C (default 0.01 Laplace, 1 PRS); not with 'none'")
-    _count(p, "--reports-per-agent", 1, 10_000, default=1, dest="reports", metavar="T")
+    _count(p, "--reports-per-agent", 1, 10_000, default=1, dest="reports", metavar="T",
+           help="reports each agent releases (T)")  # fmt: skip
     add_flags(p, malicious="broadcast a crafted theta")
     _population(p, "agents attacked", shadow, shadow_help, 1, 0)
-    p.add_argument("--confidence", type=confidence(), default=0.95)
+    p.add_argument("--confidence", type=confidence(), default=0.95,
+                   help="confidence of the accuracy interval, in (0, 1)")  # fmt: skip
     add_flags(p, json="print the result as JSON on stdout", no_progress="no progress bar on stderr")
     p.add_argument("--out", help="also write the JSON result to this (new) file")
     p.add_argument("--plot", help="write a PNG of the result to this (new) file")
@@ -90,7 +93,7 @@ def _population(
     )
     words = "honest theta after this many non-private PGC-A3C submissions (0: initial theta)"
     add_int(p, "--train-submissions", 0, 10_000_000, "held in memory", default=subs, help=words)
-    add_int(p, "--seed", 0, default=0)
+    add_int(p, "--seed", 0, default=0, help="the seed every simulation and guess derives from")
 
 
 def register(subparsers: Any) -> None:

@@ -346,7 +346,8 @@ def register_attacks(attack_subparsers: Any) -> None:
         )
         a.add_argument("--run-dir", required=True, help="the run directory to attack")
         add_int(a, "--seed", 0, default=0, help="attack seed")
-        a.add_argument("--confidence", type=confidence(), default=0.95)
+        a.add_argument("--confidence", type=confidence(), default=0.95,
+                       help="confidence of the attack's intervals, in (0, 1)")  # fmt: skip
         _add_options(a, c, f"attack {name!r} options")
         a.add_argument("--out", help="write the result JSON here instead")
         add_flags(

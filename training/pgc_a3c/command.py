@@ -248,9 +248,9 @@ __all__ = ["options", "config", "check_step_scale", "sizes", "show", "show_gym"]
 def reproduce_options(r: argparse.ArgumentParser) -> None:
     """``reproduce pgc-a3c``'s options (the grid of Tables 1-3 and Figures 2-3)."""
     trials = _cap("--trials", 100_000, "each trial is a full training run")
-    r.add_argument("--trials", type=trials, default=20)
+    r.add_argument("--trials", type=trials, default=20, help="trials per setting (the paper's 20)")
     add_max_submissions(r)
-    r.add_argument("--seed", type=_cap("--seed", INT_MAX, low=0), default=0)
+    r.add_argument("--seed", type=_cap("--seed", INT_MAX, low=0), default=0, help="master seed")
     r.add_argument("--figure2-trials", type=trials, default=None,
                    help="trials per extra Figure 2 setting (default: --trials)")  # fmt: skip
     r.add_argument("--figure2-submissions", type=_MAX_SUBMISSIONS, default=None,
