@@ -138,11 +138,14 @@ _GOLDEN = {
         3,
         20000,
     ),
+    # session 52: the input cells' events are marked over any number of output values (binary
+    # here), read at the 25% level: the same event and counts, another error split chosen (a
+    # deliberate change of selection): 0.9760893331128916 before
     "rr-sequential": (
-        0.9760893331128916,
-        0.9760893331128916,
-        0.9760893331128916,
-        (0.9760893331128916,),
+        0.9786901838242887,
+        0.9786901838242887,
+        0.9786901838242887,
+        (0.9786901838242887,),
         (1358, 1800, 455, 1800),
         None,
         None,

@@ -258,14 +258,17 @@ def best_events(
             continue
         # the input cells' events are fixed by the inputs, not picked among 100 thresholds:
         # shrunk less (a 5% bound shrinks a ratio of 82 to 50 outputs of 5,000 to 1.08)
+        own = stat.own_events(tc.ts)
         p_num, p_den = (
             np.where(
-                stat.own_events(tc.ts),
+                own,
                 bound(c.astype(np.float64), float(n), 0.25),
                 bound(c.astype(np.float64), float(n), _SHRINK),
             )
             for bound, c in ((clopper_pearson_lower, c_num), (clopper_pearson_upper, c_den))
         )
+        # and where even that reads no ratio, their point estimates: see _own_floor
+        pt = (c_num / n, c_den / n) if own.any() and claimed is None else None
         # pure DP (delta = 0) only: the tail model of the denominator (see _TAIL_FIT)
         p_den0 = _tail(_tail_rates, tc, x_num, op, p_den) if 0.0 in deltas else p_den
         if _NORMAL_TAIL and any(d > 0 for d in deltas):
@@ -283,12 +286,36 @@ def best_events(
                     pred = poisson_log_ratio_lower(p_num * n_est, p_den0 * n_est, alpha_event)
                 else:
                     pred = log_ratio_bound(lo - delta, hi0 if delta == 0.0 else hi)
+                if pt is not None:
+                    pred = _own_floor(pred, own, pt, n_est, alpha_event, share, delta)
                 i = int(np.argmax(pred))
                 if claimed is not None and not pred[i] > 0:
                     continue
                 if best[j] is None or pred[i] > best[j].predicted:  # type: ignore[union-attr]
                     best[j] = _at(pair, stat, tc, combo, i, pred[i], share)
     return best
+
+
+def _own_floor(
+    pred: np.ndarray,
+    own: np.ndarray,
+    pt: tuple[np.ndarray, np.ndarray],
+    n_est: int,
+    alpha_event: float,
+    share: float,
+    delta: float,
+) -> np.ndarray:
+    """``pred`` raised to just below 0 (ordered by the bound ``b`` predicted from the point
+    estimates ``pt`` of their rates: ``-1e-6 / (1 + b)``) at the input cells' events (``own``)
+    where ``b`` is positive. Where every event is read as showing nothing (k-RR at epsilon 0.25
+    over 200 values: the pair's cells at about 64 and 50 of 10^4 selection outputs), the pair's
+    own event is then chosen before a bulk event of ratio ~1 (whose bound is ~0 whatever
+    happens), never before an event read as showing something, nor as a second event."""
+    lo = clopper_pearson_lower(pt[0] * n_est, float(n_est), alpha_event * share)
+    hi = clopper_pearson_upper(pt[1] * n_est, float(n_est), alpha_event * (1.0 - share))
+    b = log_ratio_bound(lo - delta, hi)
+    with np.errstate(invalid="ignore"):
+        return np.where(own & (b > 0), np.maximum(pred, -1e-6 / (1.0 + b)), pred)
 
 
 #: level of the selection-sample screen that adds a *probe* event (see :func:`probe_event`).
@@ -362,8 +389,10 @@ def pool_pair(
     c_num = float(np.count_nonzero(fwd.indicator(f1)) + np.count_nonzero(rev.indicator(r2)))
     c_den = float(np.count_nonzero(fwd.indicator(f2)) + np.count_nonzero(rev.indicator(r1)))
     n2 = float(len(f1) + len(r1))
-    p_num = float(clopper_pearson_lower(c_num, n2, _SHRINK))
-    p_den = float(clopper_pearson_upper(c_den, n2, _SHRINK))
+    # two input cells' events (fixed by the pair): read at their level, as in best_events
+    lv = 0.25 if all(h.stat.own_events(np.array([h.t]))[0] for h in (fwd, rev)) else _SHRINK
+    p_num = float(clopper_pearson_lower(c_num, n2, lv))
+    p_den = float(clopper_pearson_upper(c_den, n2, lv))
     nt = 2.0 * n_est
     best: Candidate | None = None
     for share in SHARES:
@@ -386,17 +415,17 @@ def pool_pair(
 
 
 def choose(candidates: list[Candidate], k: int) -> list[Candidate]:
-    """The k candidates with the best predicted bound, skipping the same event found twice."""
+    """The k candidates with the best predicted bound, skipping the same event found twice and,
+    after the first, any predicted to show nothing (a bound <= 0 would only split the error)."""
     out: list[Candidate] = []
-    seen: set[tuple[int, str, tuple[int, int], bool]] = set()
+    seen: set[tuple[int, tuple[int, int], bool]] = set()
     for c in sorted(candidates, key=lambda c: c.predicted, reverse=True):
-        pooled = c.partner is not None
-        sig = (c.pair, c.stat.family, c.sel_counts, pooled)
-        dup = (c.pair, "", c.sel_counts, pooled)
-        if sig in seen or dup in seen:
+        if out and not c.predicted > 0:
+            break
+        key = (c.pair, c.sel_counts, c.partner is not None)  # one event, whichever statistic
+        if key in seen:
             continue
-        seen.add(sig)
-        seen.add(dup)
+        seen.add(key)
         out.append(c)
         if len(out) == k:
             break

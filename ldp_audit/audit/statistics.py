@@ -467,10 +467,12 @@ def build_statistics(
         stats.append(_Formula("l1-norm", "||y||_1", lambda y: np.abs(y).sum(axis=1)))
         stats.append(_Formula("l2-norm", "||y||_2", lambda y: np.sqrt(np.einsum("ij,ij->i", y, y))))
         stats.append(_Classifier(ya1, ya2))
-    if k == x.shape[0] and n_rows > _FEW_CELLS:
+    if k == x.shape[0]:
         # the input cells: outputs equal to x or to x2, in an output space that is the input's
-        # own (randomised response's, the exponential mechanism's) with too many cells for the
-        # cells fitted on A to single out the inputs' own (a rare release of the input itself)
+        # own (randomised response's, the exponential mechanism's); their events are marked on
+        # every statistic (fixed by the pair: selection reads them at a looser level), and a
+        # statistic of them is added where there are too many cells for the cells fitted on A
+        # to single out the inputs' own (a rare release of the input itself)
         # (own names: the l1-ratio's lambda above reads a, b, the medians, when it is called)
         on_x, on_x2 = (snap(v[None, :])[0] if snap else v for v in (x, x2))
         cells = lambda y: (y == on_x).all(1) * 1.0 - (y == on_x2).all(1)  # noqa: E731
@@ -490,7 +492,7 @@ def build_statistics(
         # cells fitted on A single out both inputs' cells already (k-RR over 200 values): a
         # second statistic with the same events would split the error over mirrored ones
         both = [mark(st) for st in stats if isinstance(st, _CellScore)] == [2]
-        if (cells(ya1).any() or cells(ya2).any()) and not both:
+        if n_rows > _FEW_CELLS and (cells(ya1).any() or cells(ya2).any()) and not both:
             stats.append(_Formula("input-cells", "[y = x] - [y = x2]", cells))
         for st in stats:
             mark(st)
