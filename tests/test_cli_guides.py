@@ -205,3 +205,22 @@ def test_attack_takes_no_progress_like_every_command_with_bars(attack, capsys, m
         assert main(argv) == 0 and "%|" in capsys.readouterr().err  # a bar
     assert main([*argv, "--no-progress"]) == 0
     assert "%|" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["budget", "RUN", "--verify", "--expect-head", "{v}"],
+        ["report", "RUN", "--expect-root", "{v}"],
+        ["attack", "fedrl", "--run-dir", "RUN", "--expect-root", "{v}"],
+        ["audit", "--run-dir", "RUN", "--expect-head", "{v}"],
+    ],
+)
+def test_a_bad_expected_head_or_root_is_named_by_its_option(argv, capsys) -> None:
+    """Session 52 probe: `attack fedrl --run-dir RUN --expect-root ''` was refused as
+    "expect_root must be a 64-digit hex run root" (the library's name, once the run was read):
+    now the parser names the option, before anything is read (RUN does not exist here)."""
+    opt = next(a for a in argv if a.startswith("--expect"))
+    for v in ("", "zz", "0" * 63):
+        err = _usage_error([a.replace("{v}", v) for a in argv], capsys)
+        assert f"argument {opt}: {opt} must be a 64-digit hex" in err and "Traceback" not in err

@@ -326,8 +326,10 @@ def test_one_root_covers_the_whole_run(run: Path, tmp_path: Path, capsys) -> Non
 
 
 def test_expect_root_is_checked_for_form(run: Path, capsys) -> None:
-    assert main(["budget", str(run), "--verify", "--expect-root", "xyz"]) == 2
-    assert "run root" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # the parser's refusal (exit 2), by the option
+        main(["budget", str(run), "--verify", "--expect-root", "xyz"])
+    assert exc.value.code == 2
+    assert "--expect-root must be a 64-digit hex run root" in capsys.readouterr().err
     assert main(["budget", str(run), "--expect-root", "0" * 64]) == 2
     assert "--expect-root needs --verify" in capsys.readouterr().err
 

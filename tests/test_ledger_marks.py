@@ -281,3 +281,43 @@ def test_another_ledgers_mark_in_its_place_is_named_as_such(tmp_path, capsys, _h
     with pytest.raises(LedgerIntegrityError, match="is another ledger's"):
         Ledger(led)
     _refused(capsys, ["budget", str(led), "--verify"], "is another ledger's", str(mark))
+
+
+def test_an_unverified_read_of_a_copy_the_mark_refuses_reads_it_and_says_why(
+    tmp_path, capsys, _heads
+) -> None:
+    """`--allow-unverified` on a copy the mark refuses (session 51's leftover: exit 2 even so,
+    the documented workaround an empty LDP_AUDIT_HEADS): read, the refusal said first, exit 4,
+    nothing charged or written (the ledger's and the mark's bytes unchanged); without it,
+    exit 2 as before; a writer is refused inside the same context."""
+    from tests.test_evidence_analyses import _make_run
+
+    led, older = _ledger(tmp_path, 3, 5)
+    run = _make_run(tmp_path / "run")
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    with Accountant(run / "ledger.sqlite") as acc:  # the mark moves past the copy's head
+        acc.charge_many(ONE)
+    before = {f: f.read_bytes() for f in (older, copy / "ledger.sqlite", *_heads.iterdir())}
+    why = "high-water mark records"
+    for argv in (
+        ["budget", str(older)],
+        ["budget", str(older), "--verify", "--json"],
+        ["budget", str(copy)],
+        ["budget", str(copy), "--verify"],
+        ["report", str(copy), "-o", str(tmp_path / "rep")],
+    ):
+        _refused(capsys, argv, why)
+        assert main([*argv, "--allow-unverified"]) == 4, argv
+        out, err = capsys.readouterr()
+        assert "UNVERIFIED EVIDENCE" in out + err and why in out + err, argv
+        assert "Traceback" not in err
+        if "--json" in argv:
+            assert json.loads(out)["verified"] is False
+    from ldp_audit.accountant.ledger_marks import unverified_reads
+
+    with unverified_reads():
+        assert len(Ledger(older, readonly=True)) == 3
+        with pytest.raises(LedgerIntegrityError, match=why):
+            Accountant(older)  # a writer's open: refused, nothing charged
+    assert {f: f.read_bytes() for f in before} == before

@@ -175,3 +175,21 @@ def test_a_file_created_meanwhile_is_never_replaced(tmp_path, monkeypatch) -> No
     with pytest.raises(RunDirectoryError, match="created by another writer meanwhile"):
         write_json_file(target, {"w": 1})
     assert target.read_text() == '{"w": 0}' and os.listdir(tmp_path) == ["config.json"]
+
+
+def test_a_dangling_link_in_an_output_path_is_refused_by_name(tmp_path) -> None:
+    """Session 52 probe: `train pgc-a3c|dprl --out LINK` to a link whose target does not exist
+    ended in exit 3 and a FileExistsError traceback from the writer's mkdir. Now exit 2 naming
+    the option and the link, for the path itself and for a link among its missing parents
+    (check_new_dir, which every --out of a folder goes through; check_new_file would have
+    written through the link): RunDirectoryError, exit 2 on the command line; nothing made."""
+    from ldp_audit.rundir import check_new_file
+
+    link = tmp_path / "link"
+    os.symlink(tmp_path / "nowhere", link)
+    for out in (link, link / "sub"):
+        with pytest.raises(RunDirectoryError, match="symbolic link.*does not exist"):
+            check_new_dir(out)
+    with pytest.raises(RunDirectoryError, match="symbolic link.*does not exist"):
+        check_new_file(link)
+    assert sorted(os.listdir(tmp_path)) == ["link"] and not (tmp_path / "nowhere").exists()

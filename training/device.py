@@ -17,7 +17,7 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["DEVICES", "resolve_device"]
+__all__ = ["DEVICES", "resolve_device", "load_libraries"]
 
 #: accepted values of a trainer's ``device``
 DEVICES = ("cpu", "cuda", "auto")
@@ -46,3 +46,19 @@ def resolve_device(value: Any, name: str = "device") -> str:
             f"use {name} 'cpu' or 'auto'"
         )
     return "cuda"
+
+
+def load_libraries(*modules: str) -> None:
+    """Import torch, what a first optimizer imports (``torch._dynamo``) and ``modules`` now,
+    before a trainer makes its run folder: they take seconds at load, and a signal inside an
+    installed library's import is held until it returns (``ldp_audit.cli.signals``), so one
+    held past the watchdog's 1 s grace after ``config.json`` left the run "running" with no
+    manifest (session 51: ``train fedrl``, 8 of 14 single signals; session 52: ``train dprl``,
+    every one of 8 single signals 0-2.5 s after ``config.json`` at load 15)."""
+    import importlib
+
+    import torch
+
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+    for name in modules:
+        importlib.import_module(name)

@@ -56,6 +56,7 @@ from ldp_audit.accountant.ledger_format import (
     RESERVED_META,
     SCHEMA_VERSION,
     AgentState,
+    LedgerIntegrityError,
     LedgerReadOnlyError,
     check_rows,
     check_text,
@@ -63,7 +64,12 @@ from ldp_audit.accountant.ledger_format import (
     head_message,
     metadata_digest,
 )
-from ldp_audit.accountant.ledger_marks import advance_mark, check_mark, check_writable
+from ldp_audit.accountant.ledger_marks import (
+    advance_mark,
+    check_mark,
+    check_writable,
+    reading_unverified,
+)
 from ldp_audit.accountant.ledger_queries import LedgerQueries
 from ldp_audit.accountant.ledger_replay import Replay, before
 from ldp_audit.accountant.ledger_sqlite import (
@@ -132,6 +138,9 @@ class Ledger(LedgerQueries):
     #: ``accept_restored``, and then the mark it replaced (``(rows, head)`` or None).
     _accept = False
     restored: tuple[int, bytes] | None = None
+    #: Why the high-water mark refuses this file, when read anyway (read-only, inside
+    #: ``ledger_marks.unverified_reads``); None: the mark passed or there is none.
+    mark_refusal: str | None = None
 
     def __init__(
         self,
@@ -259,7 +268,13 @@ class Ledger(LedgerQueries):
                     if old and (old[0] > mark[0] or self._hash_at(old[0]) != old[1]):
                         self.restored = old
             with store.read():
-                check_mark(self._key, self._ledger_id, self.path, self._head()[0], self._hash_at)
+                rows = self._head()[0]
+                try:
+                    check_mark(self._key, self._ledger_id, self.path, rows, self._hash_at)
+                except LedgerIntegrityError as exc:  # read with --allow-unverified: said first
+                    if not (self.readonly and reading_unverified()):
+                        raise
+                    self.mark_refusal = str(exc)
         if verify == "full":
             self.verify()
 

@@ -27,7 +27,9 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +44,11 @@ __all__ = [
     "check_mark",
     "advance_mark",
     "check_writable",
+    "unverified_reads",
+    "reading_unverified",
 ]
 
+_UNVERIFIED: ContextVar[bool] = ContextVar("ldp_audit_unverified_reads", default=False)
 _LABEL = b"ldp-audit ledger high-water mark v1|"
 _MAX_BYTES = 4096
 
@@ -66,6 +71,24 @@ def _refuse(path: str, why: str, way_out: str) -> LedgerIntegrityError:
         f"with `ldp-audit budget {path} --accept-restored` (the mark then forgets the later "
         f"charges)"
     )
+
+
+@contextmanager
+def unverified_reads(on: bool = True) -> Iterator[None]:
+    """Inside (when ``on``; what ``--allow-unverified`` asks for): a read-only open of a ledger
+    its mark refuses (an older copy, a fork, a mark that fails its MAC) reads it anyway and
+    keeps the refusal in ``Ledger.mark_refusal`` for the reader to say first; a writer's open,
+    and so any charge or mark move, is still refused."""
+    token = _UNVERIFIED.set(on or _UNVERIFIED.get())
+    try:
+        yield
+    finally:
+        _UNVERIFIED.reset(token)
+
+
+def reading_unverified() -> bool:
+    """Whether this context is inside :func:`unverified_reads`."""
+    return _UNVERIFIED.get()
 
 
 def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:

@@ -232,7 +232,10 @@ def _main(argv: list[str] | None) -> int:
             from ldp_audit.backends import backend_options
 
             backend_options(args)
-        code = int(args.func(args) or 0)
+        from ldp_audit.accountant.ledger_marks import unverified_reads
+
+        with unverified_reads(getattr(args, "allow_unverified", False) is True):
+            code = int(args.func(args) or 0)  # an older copy of a ledger: read, said first
         if sys.stdout is not None:
             sys.stdout.flush()
         return code

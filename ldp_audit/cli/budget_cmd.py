@@ -220,11 +220,15 @@ def _run(args: argparse.Namespace) -> int:
     unverified = not args.verify and _check_run(path, args.allow_unverified)
     with Ledger(path, create=False, readonly=True) as ledger:
         refused = _key_refusal(ledger, args.allow_unverified)
+        if ledger.mark_refusal and not unverified:  # read with --allow-unverified
+            unverified = _unverified(ledger.mark_refusal, True, "")
         if args.verify:
             out = {**ledger.verify(expect_head=args.expect_head), "ledger": str(path)}
             note = getattr(ledger.store, "hot_journal_note", None)
         else:
             out = {**_spent(args, ledger, path), "verified": not unverified}
+        if ledger.mark_refusal:
+            out.update(verified=False, mark_refusal=ledger.mark_refusal)
     if args.json:
         print(json.dumps(to_jsonable(out), indent=2, default=str, allow_nan=False))
     elif args.verify:

@@ -28,16 +28,32 @@ def evidence_args(
     p.add_argument(
         "--expect-head",
         metavar="HEX",
+        type=_hex64("--expect-head", "chain head"),
         help=f"{when}the ledger must pass through this chain head (an anchor published elsewhere)",
     )
     p.add_argument(
         "--expect-root",
         metavar="HEX",
+        type=_hex64("--expect-root", "run root"),
         help=f"{when if root_when is None else root_when}the run as a whole (manifest, ledger "
         "head, sealed analysis files) must have this root (printed by `budget RUN --verify` or "
         "`report`)",
     )
     add_flags(p, allow_unverified=allow)
+
+
+def _hex64(name: str, what: str) -> Any:
+    """A converter refusing anything but 64 hex digits under the option's own name (the
+    library's check named ``expect_root``, after the run was read)."""
+    from ldp_audit.rundir.files import check_hex64
+
+    def convert(text: str) -> str | None:
+        try:
+            return check_hex64(text, name, what)
+        except InvalidParameterError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 def run_dir_only(args: argparse.Namespace, dests: tuple[str, ...], why: str) -> None:

@@ -74,6 +74,14 @@ def check_parent_writable(p: Path, name: str) -> None:
     removing) a temporary folder there, since a permission check alone passes ``/proc`` as root."""
     import tempfile
 
+    for q in (p, *p.parents):  # a dangling link on the way: mkdir / open would fail or follow it
+        if q.exists():
+            break
+        if q.is_symlink():
+            raise RunDirectoryError(
+                f"{name}: {str(q)!r} is a symbolic link to {os.readlink(q)!r}, which does not "
+                f"exist (for {str(p)!r}); remove the link or choose another path"
+            )
     anc = p.parent if str(p.parent) else Path(".")
     while not anc.exists() and anc.parent != anc:
         anc = anc.parent

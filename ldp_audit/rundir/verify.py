@@ -265,6 +265,8 @@ def verify_run(
                 else:
                     led_res = {"authenticated": led.authenticated, "auth_note": led.auth_note}
                 led_res.update(led.anchor())
+                if led.mark_refusal:  # read anyway (--allow-unverified): still a problem
+                    problems.append(f"{lp}: {led.mark_refusal}")
                 hot = getattr(led.store, "hot_journal_note", None)
                 if hot:  # a writer killed inside a commit: the committed state was read
                     notes.append(hot)

@@ -240,9 +240,11 @@ def train(
 
     check_resources(dprl_estimates(cfg), force=force)  # absurd sizes: refused before any allocation
     hooks = hooks or TrainerHooks()
-    from ldp_audit.training.device import resolve_device
+    from ldp_audit.training.device import load_libraries, resolve_device
 
     device = resolve_device(cfg.device)  # "cuda" without CUDA: refused before any file
+    libs = ("gymnasium", "opacus.grad_sample", "opacus.optimizers", "opacus.accountants")
+    load_libraries(*libs, "dp_accounting.pld.privacy_loss_distribution")  # before the folder
     if run_dir is not None and run_mode != "resume":  # refused before any file is written
         _check_budget_before(cfg, Accountant(ledger=Ledger(":memory:")))
     writer = None

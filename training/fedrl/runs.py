@@ -110,7 +110,7 @@ def _check_run(cfg: FedRLConfig, seed: Any, threads: Any, force: bool) -> str:
     """The run's arguments and sizes checked before any work or file; returns the resolved
     device ("cuda" without CUDA is refused)."""
     from ldp_audit.limits import check_resources
-    from ldp_audit.training.device import resolve_device
+    from ldp_audit.training.device import load_libraries, resolve_device
     from ldp_audit.training.sizes import fedrl_estimates
 
     check_int(seed, "seed", minimum=0)
@@ -118,12 +118,7 @@ def _check_run(cfg: FedRLConfig, seed: Any, threads: Any, force: bool) -> str:
         check_int(threads, "threads", minimum=1)
     device = resolve_device(cfg.device)
     check_resources(fedrl_estimates(cfg), force=force)  # absurd sizes: refused before any work
-    # torch's import, and what a first optimizer imports (torch._dynamo), take seconds at load;
-    # a signal there is held until they return (cli.signals): done before the run folder, a
-    # run the watchdog ends meanwhile leaves no folder, not one "running" with no manifest
-    import torch
-
-    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+    load_libraries()  # before the run folder: a signal held in an import leaves none
 
     return device
 

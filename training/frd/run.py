@@ -57,6 +57,9 @@ def train(
         extra["private_parameter"] = cfg.private_parameter()
     if cfg.device != "cpu":  # where an auto/cuda run's distillation ran (resolved)
         extra["device"] = device
+    from ldp_audit.training.device import load_libraries
+
+    load_libraries("numba")  # before the run folder, as train dprl|fedrl
     w = RunWriter(
         run_dir,
         algorithm=ALGORITHM,
