@@ -723,8 +723,9 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                     "coordinate under the claim): per tensor over the updates, per update over "
                     "all coordinates, per (update, tensor) cell, for its shape (Kolmogorov-"
                     "Smirnov against N(0, sigma^2 C^2), pooled and per tensor), and for "
-                    "dependence between any two updates and between any two coordinates of a "
-                    "public sketch. std ratio: the released noise's std over the claimed one "
+                    "dependence between any two updates, between any two coordinates of a "
+                    "public sketch and, within each update, at every offset along a tensor. std "
+                    "ratio: the released noise's std over the claimed one "
                     "(1 under the claim); detectable: the largest ratio flagged with 95 % power "
                     "(no noise, 0, is always flagged). A tensor that could not be tested is "
                     "named NOT TESTED.",
