@@ -28,6 +28,11 @@ is subtracted). So the tests below are exact, need no canary and no bound on the
   updates' full noise vectors is the normalised inner product of two independent isotropic
   Gaussian vectors (the rolled one is still one), so it has the same exact law with ``k`` the
   coordinates tested; the largest over all ``n`` shifts and the pairs at lags 1..L, Bonferroni;
+* :func:`offset_dependence_test`: noise correlated within each update between the coordinates
+  of one tensor at a fixed offset (``z_i + c z_{i+k}`` along the flattened tensor, each
+  coordinate's std and every update's freshness right): the pooled lag-k product over the
+  updates, at every offset of every tensor, is a Gaussian chaos whose tail has a
+  scale-free bound (Laurent-Massart); the largest over the offsets, Bonferroni;
 * :func:`same_values_test`: two updates' noise of one squared norm (the same values again in
   another order or with other signs, at any lag, which no correlation lines up): independent
   ``sigma^2 chi^2(d)`` norms coincide within ``g`` with probability at most ``2 g`` times the
@@ -58,6 +63,7 @@ __all__ = [
     "pair_dependence_test",
     "coordinate_dependence_test",
     "shift_dependence_test",
+    "offset_dependence_test",
     "same_values_test",
     "data_dependence_test",
     "scan_p_value",
@@ -514,6 +520,63 @@ def shift_dependence_test(
     return {**base, "rejected": bool(p <= level), "p_value": p,
             "max_abs_rho": float(rho[t, lag]), "update": int(t), "lag": int(lag) + 1,
             **_threshold(int(k[ok].min()), level / N / n)}  # fmt: skip
+
+
+def offset_dependence_test(sketch: Any, groups: Any, at: Any, *,
+                           confidence: float = 0.95, names: list[str] | None = None,
+                           block: int = 512) -> dict[str, Any]:  # fmt: skip
+    """Noise of one update correlated between the coordinates of a tensor at a fixed offset.
+
+    For tensor ``l`` and offset ``k = 1..n_l - 1`` along the flattened tensor, ``S_k = sum_t
+    sum_pairs x_{t,i} x_{t,i+k}`` over the ``N_k`` pairs of sketch coordinates ``at`` that offset
+    (``n_l - k`` when the sketch holds the tensor whole) and the updates where the tensor was
+    tested. Under the claim its ``D`` values are i.i.d. ``N(0, sigma^2)`` and ``S_k / sum x^2``
+    is a ratio of quadratic forms, the numerator's of zero trace with ``sum lam^2 = T N_k / 2``
+    and eigenvalues in [-1, 1] (each coordinate has at most two partners): Laurent and
+    Massart's bound (it holds for weights of either sign) gives ``P[|S_k| / sum x^2 >= r] <=
+    2 exp(-u^2)``, ``u = r D / (a + sqrt(a^2 + 2 (1 - r) r D))``, ``a^2 = T N_k / 2 + r^2 D``
+    (scale-free, no normal approximation; conservative). The largest over every ``(tensor,
+    offset)`` holding a pair, Bonferroni over them. ``z``: ``S_k`` in standard deviations
+    (the pooled ``x^2`` as the variance); ``rho``: the mean lag-k product over that variance.
+    No cap on ``k``: a tensor's pairs at one offset are at most ``n_l`` (its sketch share).
+
+    Returns:
+        ``{"rejected", "p_value", "level", "offsets", "tensor", "offset", "pairs", "rho", "z"}``
+        (p None when no tensor has two tested sketch coordinates).
+    """
+    z, g, level = _sketch(sketch, groups, confidence)
+    at = np.asarray(at, dtype=np.int64).reshape(-1)
+    found: list[tuple[float, int, int, int, float, float]] = []  # (p, tensor, k, N_k, rho, z)
+    count = 0
+    for i in np.unique(g):
+        col = np.flatnonzero(g == i)
+        x = z[:, col][np.isfinite(z[:, col]).all(axis=1)]
+        ss, pos = float((x * x).sum()), at[col]
+        if col.size < 2 or ss <= 0:
+            continue
+        ks, sums = [], []
+        for a in range(0, col.size, block):
+            d = pos[None, :] - pos[a : a + block, None]
+            keep = d > 0  # each pair once
+            ks.append(d[keep])
+            sums.append((x[:, a : a + block].T @ x)[keep])
+        k, inv, N = np.unique(np.concatenate(ks), return_inverse=True, return_counts=True)
+        S = np.bincount(inv, np.concatenate(sums), minlength=k.size)
+        r0 = np.minimum(np.abs(S) / ss, 1.0)
+        a = np.sqrt(x.shape[0] * N / 2.0 + r0 * r0 * x.size)
+        sx = r0 * x.size / (a + np.sqrt(a * a + 2.0 * (1.0 - r0) * r0 * x.size))  # sqrt(x)
+        p = np.minimum(1.0, 2.0 * np.exp(-sx * sx))
+        j, count = int(np.argmin(p)), count + k.size
+        var = ss / x.size
+        found.append((float(p[j]), int(i), int(k[j]), int(N[j]), S[j] / N[j] / x.shape[0] / var,
+                      S[j] / var / math.sqrt(x.shape[0] * N[j])))  # fmt: skip
+    if not found:
+        return {"rejected": False, "p_value": None, "level": level, "offsets": 0}
+    p, i, k, N, rho, zz = min(found)
+    p = min(1.0, count * p)
+    return {"rejected": bool(p <= level), "p_value": p, "level": level, "offsets": count,
+            "tensor": names[i] if names else f"tensor {i}", "offset": k, "pairs": N,
+            "rho": float(rho), "z": float(zz)}  # fmt: skip
 
 
 def same_values_test(noise_sq: Any, dims: Any, *, sigma: float, confidence: float = 0.95) -> dict:

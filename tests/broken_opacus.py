@@ -94,6 +94,12 @@ norm and by the ledger test (the wrapped optimizer's state compared between upda
 * :class:`RawGradientInMomentum`: the correct update released, but the raw mean gradient of
   the backward pass added to the inner SGD's momentum buffer before its step (run it with
   ``momentum > 0``).
+
+and one missed in session 52's probe, flagged since by the offset test:
+
+* :class:`NeighbourCorrelatedNoise`: noise ``(z_i + c z_{i+1}) / sqrt(1 + c^2)`` along each
+  flattened tensor (circular; neighbour correlation ``RHO``, 0.15), every std and every
+  update's freshness right.
 """
 
 from __future__ import annotations
@@ -587,6 +593,21 @@ class RawGradientInMomentum(DPOptimizer):
             if buf is not None:
                 buf.add_(raw)
         return self.original_optimizer.step(closure)
+
+
+class NeighbourCorrelatedNoise(DPOptimizer):
+    """Each tensor's noise ``(z_i + c z_{(i+1) mod n}) / sqrt(1 + c^2)`` along its flattened
+    coordinates, ``c / (1 + c^2) = RHO``: every coordinate's std right, every update fresh."""
+
+    RHO = 0.15
+
+    def add_noise(self) -> None:
+        c = (1.0 - (1.0 - 4.0 * self.RHO**2) ** 0.5) / (2.0 * self.RHO)
+        std = self.noise_multiplier * self.max_grad_norm
+        z = [_noise(self, p, std).flatten() for p in self.params]
+        z = [((a + c * a.roll(-1)) / (1.0 + c * c) ** 0.5).view_as(p.summed_grad)
+             for a, p in zip(z, self.params, strict=True)]  # fmt: skip
+        _release(self, z)
 
 
 BROKEN = {

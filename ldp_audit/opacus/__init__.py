@@ -36,10 +36,10 @@ What each setting sees (:func:`audit_run`):
 
 * **white-box** (every released update): the (eps, delta) bound of Steinke, Nasr & Jagielski
   (2023) and the f-DP one-run test on the summed projections ``sum_t <update_t, u_i>``; the
-  noise magnitude, the independence of the noise across updates, a canary's contribution along
-  its direction (per-sample clipping: neither more, per-layer or no clipping, nor less,
-  aggregate clipping), the data loader's sampling (Poisson at the claimed rate) and the ledger
-  (one charge of the declared event before every update);
+  noise magnitude, the independence of the noise across updates and coordinates, a canary's
+  contribution along its direction (per-sample clipping: neither more, per-layer or no
+  clipping, nor less, aggregate clipping), the data loader's sampling (Poisson at the claimed
+  rate) and the ledger (one charge of the declared event before every update);
 * **black-box** (final model only): the (eps, delta) bound and the f-DP test on
   ``-<theta_T - theta_0, u_i>``.
 

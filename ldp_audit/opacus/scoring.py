@@ -217,7 +217,7 @@ def _witness(tests: dict[str, dict | None]) -> None:
     share of the test's level."""
     n, i = tests.get("noise") or {}, tests.get("independence") or {}
     r, d = n.get("residual") or {}, i.get("pairs") or {}
-    co, sh = d.get("coordinates") or {}, d.get("shifts") or {}
+    co, sh, of = (d.get(k) or {} for k in ("coordinates", "shifts", "offsets"))
 
     def p(t: dict, k: str = "p_value") -> float:  # None (not run) is no evidence
         return 2.0 if t.get(k) is None else t[k]
@@ -242,6 +242,8 @@ def _witness(tests: dict[str, dict | None]) -> None:
             (co.get("rejected"), "two coordinates' noise correlated {max_abs_rho:.3g} over the "
              "updates (sketch coordinates {coordinates[0]} and {coordinates[1]}: {tensors[0]}, "
              "{tensors[1]})", co),
+            (of.get("rejected"), "each update's noise correlated {rho:.3g} with itself "
+             "{offset} coordinate(s) on along {tensor} (z {z:.3g} over {pairs} pairs)", of),
             ((sh.get("max_abs_rho") or 0.0) > (sh.get("threshold") or 1.0), "update "
              "{update}'s noise and that of {lag} update(s) before at a coordinate offset "
              "correlated {max_abs_rho:.3g}", sh),
@@ -289,6 +291,7 @@ def _noise_tests(
     from ldp_audit.attacks.one_run_noise import (
         coordinate_dependence_test,
         noise_shape_test,
+        offset_dependence_test,
         pair_dependence_test,
         tensor_noise_test,
     )
@@ -307,21 +310,23 @@ def _noise_tests(
     # residual half split between its size and its shape: the powers and thresholds the
     # residual parts state are those of the level they are held to
     half, quarter = 1.0 - (1.0 - conf) / 2.0, 1.0 - (1.0 - conf) / 4.0
-    _, groups = noise_sketch(sizes, int(cfg.get("noise_sketch") or tr["noise_sketch"].shape[1]),
-                             int(cfg["canary_seed"]))  # fmt: skip
+    at, groups = noise_sketch(sizes, int(cfg.get("noise_sketch") or tr["noise_sketch"].shape[1]),
+                              int(cfg["canary_seed"]))  # fmt: skip
     tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=quarter, names=names)
     shape = noise_shape_test(tr["noise_sketch"], groups, sigma=sigma, confidence=quarter,
                              names=names, grain=tr.get("noise_grain"),
                              unit=float(claim["max_grad_norm"]))  # fmt: skip
     tn = _joined(tn, shape, 1.0 - half, p_size=tn["p_value"], shape=shape)
-    # the independence test's residual half split over three: pairs, coordinates, shifts
-    sixth = 1.0 - (1.0 - conf) / 6.0
-    dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=sixth, names=names)
-    coord = coordinate_dependence_test(tr["noise_sketch"], groups, confidence=sixth,
+    # the independence test's residual half split over four: pairs, coordinates, offsets, shifts
+    eighth = 1.0 - (1.0 - conf) / 8.0
+    dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=eighth, names=names)
+    coord = coordinate_dependence_test(tr["noise_sketch"], groups, confidence=eighth,
                                        names=names)  # fmt: skip
-    shift = _shift_test(tr, sizes, sixth, sigma)
-    dep = _joined(dep, coord, 1.0 - half, shift, p_updates=dep["p_value"], coordinates=coord,
-                  shifts=shift)  # fmt: skip
+    at = at - np.concatenate([[0], np.cumsum(sizes)[:-1]])[groups]  # position in its tensor
+    lags = offset_dependence_test(tr["noise_sketch"], groups, at, confidence=eighth, names=names)
+    shift = _shift_test(tr, sizes, eighth, sigma)
+    dep = _joined(dep, coord, 1.0 - half, lags, shift, p_updates=dep["p_value"],
+                  coordinates=coord, offsets=lags, shifts=shift)  # fmt: skip
 
     for row, c in zip(tn["tensors"], canary_in, strict=True):
         row["canaries"] = c
@@ -718,8 +723,9 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                     "coordinate under the claim): per tensor over the updates, per update over "
                     "all coordinates, per (update, tensor) cell, for its shape (Kolmogorov-"
                     "Smirnov against N(0, sigma^2 C^2), pooled and per tensor), and for "
-                    "dependence between any two updates and between any two coordinates of a "
-                    "public sketch. std ratio: the released noise's std over the claimed one "
+                    "dependence between any two updates, between any two coordinates of a "
+                    "public sketch and, within each update, at every offset along a tensor. std "
+                    "ratio: the released noise's std over the claimed one "
                     "(1 under the claim); detectable: the largest ratio flagged with 95 % power "
                     "(no noise, 0, is always flagged). A tensor that could not be tested is "
                     "named NOT TESTED.",
