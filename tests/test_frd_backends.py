@@ -96,6 +96,10 @@ def _no_timings(doc):
     return {k: v for k, v in doc.items() if k not in _TIMINGS}
 
 
+# 25 s of CPU (two Ray workers import torch, the reproduction runs twice): under `slow`; the
+# default suite keeps the FRD tasks in other processes (the local pool test below) and Ray's
+# task path (tests/test_backends.py::test_ray_equals_local_bit_for_bit).
+@pytest.mark.slow
 def test_ray_gives_the_local_results(ray_local, tmp_path):
     s = _tiny(leak=True, leak_groups=2, leak_shadow=4, leak_epsilons=(1.0,))
     here = R.reproduce(s)
