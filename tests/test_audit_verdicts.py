@@ -416,3 +416,23 @@ def test_a_zero_epsilon_bound_at_a_claimed_delta_is_not_called_input_independent
     flat = audit(flat_mech, PAIR, samples=20_000, rng=0, float_bits=False, confidence=STRICT)
     assert flat.epsilon_lower_bound == 0.0 and flat.delta_lower_bound == 0.0
     assert any("no statistic separated" in w for w in flat.warnings)
+
+
+def test_a_witness_of_nan_on_one_input_names_the_nan_cell():
+    # session 52 probe: a mechanism returning NaN on x2 only was refuted with the witness
+    # "(0 cells) + cells unseen in selection" (the event: every output but the NaN one)
+    class NanOnOne:
+        epsilon = 1.0
+
+        def privatize(self, x, rng):
+            x = np.asarray(x, float).reshape(len(x), -1)
+            y = x[:, :1] + rng.laplace(0.0, 1.0, size=(len(x), 1))
+            y[x[:, 0] == 1.0] = np.nan
+            return y
+
+    r = audit(NanOnOne(), [(np.array([0.0]), np.array([1.0]))], samples=5_000, rng=0,
+              tradeoff=False, profile=False)  # fmt: skip
+    assert r.violation
+    assert "every output but the cells: y = [nan]" in r.summary()
+    assert "(0 cells)" not in r.summary()
+    assert any("a cell statistic counts them as cells of their own" in w for w in r.warnings)

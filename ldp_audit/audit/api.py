@@ -301,8 +301,9 @@ def _conclude(
         )
     if sel.n_nonfinite:
         warn.append(
-            f"{sel.n_nonfinite} of the selection outputs were NaN or inf (scored as +inf by "
-            "every statistic); a mechanism should release real numbers"
+            f"{sel.n_nonfinite} of the selection outputs were NaN or inf (a score statistic "
+            "reads a NaN score as +inf, a cell statistic counts them as cells of their own); a "
+            "mechanism should release real numbers"
         )
     # the claimed G_mu curve of a Gaussian is what "exactly at its claim" means for it
     ceiling = tightness_ceiling(

@@ -211,15 +211,17 @@ class _CellScore(ScoreStatistic):
 
     def describe(self, op: str, t: float) -> str:
         sel = self.scores > t if op == "gt" else self.scores <= t
-        keys = self.keys[sel]
+        keys, rest = self.keys[sel], self.keys[~sel]
         text = f"{self.label()} {'>' if op == 'gt' else '<='} {t:.6g}"
+        unseen = (op == "gt" and 0.0 > t) or (op == "le" and 0.0 <= t)  # unseen cells score 0
+        if unseen and not 0 < len(keys) <= 4 and 0 < len(rest) <= 4:  # e.g. all but NaN
+            cells = "; ".join(self.describe_key(int(q)) for q in rest)
+            return f"{text} (every output but the cells: {cells})"
         if 0 < len(keys) <= 4:
             text += " (cells: " + "; ".join(self.describe_key(int(q)) for q in keys) + ")"
         else:
             text += f" ({len(keys)} cells)"
-        if (op == "gt" and 0.0 > t) or (op == "le" and 0.0 <= t):
-            text += " + cells unseen in selection"
-        return text
+        return text + (" + cells unseen in selection" if unseen else "")
 
 
 def fit_snap(ya1: np.ndarray, ya2: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
