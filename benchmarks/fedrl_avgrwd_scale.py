@@ -18,6 +18,13 @@ Readings (all from the same trajectories): ``ours`` (each agent's -1 / -10, +50,
 ``no-shaping`` (without c / d); ``per-step`` (ours divided by the episode's steps, the paper's
 Text2Action definition); and the means over successful and failed episodes.
 
+``--meeting-rule public-code`` plays the same policies with the distance of the authors' public
+code, ``|dx + dy|`` (papers.md, section 3), for meeting, the +50 and c / d alike. Under that rule
+d = 0 occurs without the agents sharing a cell (``dx = -dy``, e.g. one cell diagonally apart),
+and the step that reaches it is a meeting (d <= 1). Ours pays c / max(d, 1) = c there; the key
+``d0`` gives, per policy, the share of episodes with such a step and the mean AvgRwd if c / d paid
+0 at d = 0 instead (what the authors' code pays at d = 0 we could not read: see docs/fedrl.md).
+
 Run: ``.venv/bin/python benchmarks/fedrl_avgrwd_scale.py --size 8`` (prints JSON; seconds).
 """
 
@@ -68,7 +75,8 @@ def rollout(maps, test, policy, rule: str) -> dict[str, np.ndarray]:
     env = VectorGridWorld(maps, test, hist_len=1, meeting_rule=rule)
     env.reset()
     k = len(test)
-    comp = {x: np.zeros(k) for x in ("steps", "bumps", "bump_steps", "met", "shaping", "reward")}
+    keys = ("steps", "bumps", "bump_steps", "met", "shaping", "reward", "d0")
+    comp = {x: np.zeros(k) for x in keys}
     for t in range(int(maps.t_max)):
         if env.done.all():
             break
@@ -80,6 +88,7 @@ def rollout(maps, test, policy, rule: str) -> dict[str, np.ndarray]:
         comp["met"] += met
         comp["shaping"] += np.where(active, maps.size / np.maximum(md, 1), 0.0)
         comp["reward"] += r
+        comp["d0"] += active & (md == 0)
     return comp
 
 
@@ -97,6 +106,14 @@ def readings(c: dict[str, np.ndarray]) -> dict[str, float]:
         "per-step": float((ours / np.maximum(c["steps"], 1)).mean()),
         "ours_successes": float(ours[c["met"] > 0].mean()) if c["met"].any() else None,
         "ours_failures": float(ours[c["met"] == 0].mean()) if (c["met"] == 0).any() else None,
+    }
+
+
+def at_d0(c: dict[str, np.ndarray], size: int) -> dict[str, float]:
+    """Steps that end at d = 0 (each pays c / max(0, 1) = c = N in ours) and ours without them."""
+    return {
+        "episodes_with_d0": float((c["d0"] > 0).mean()),
+        "ours_if_c_over_d_pays_0_at_d0": float((c["reward"] - size * c["d0"]).mean()),
     }
 
 
@@ -146,8 +163,10 @@ def main() -> None:
         return policy
 
     out = {"args": vars(args), "t_max": int(maps.t_max)}
+    d0 = {}
     for name, linger in (("shortest", False), ("linger", True)):
-        out[name] = readings(rollout(maps, test, walker(linger), args.meeting_rule))
+        comp = rollout(maps, test, walker(linger), args.meeting_rule)
+        out[name], d0[name] = readings(comp), at_d0(comp, args.size)
     comps = []
     for s in range(args.seeds):
         rng = np.random.default_rng(np.random.SeedSequence([args.map_seed, 4242, s]))
@@ -156,7 +175,9 @@ def main() -> None:
                 maps, test, lambda t, env, g=rng: g.integers(16, size=len(test)), args.meeting_rule
             )
         )
-    out["random"] = readings({k: np.concatenate([c[k] for c in comps]) for k in comps[0]})
+    pooled = {k: np.concatenate([c[k] for c in comps]) for k in comps[0]}
+    out["random"], d0["random"] = readings(pooled), at_d0(pooled, args.size)
+    out["d0"] = d0
     print(json.dumps(out, indent=1))
 
 
