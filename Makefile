@@ -38,9 +38,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check_private_imports.py
 
-# Two pytest-xdist workers (the 2-core machine the suite is sized for): 468 s of pytest (3,768
-# tests) in a fresh clone on the quiet 2-core machine, 2026-12-07 06:13 UTC, 9 min 32 s with the
-# venv build (`python -m pytest` alone still runs the same tests serially).
+# Two pytest-xdist workers (the 2-core machine the suite is sized for): 474 s of pytest (3,797
+# tests) in a fresh clone of b429e72 on the quiet 2-core machine, 2026-12-07 08:36 UTC, 9 min 18 s
+# with the venv build (`python -m pytest` alone still runs the same tests serially).
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q -n 2
