@@ -351,9 +351,10 @@ def _simulate_generic(
     return simulate_chunks(sim, theta_rows, values, rng, alpha, _GENERIC_CHUNK, progress)
 
 
-def _user_simulator(sim: Simulator) -> Simulator:
-    """``sim`` whose failure, or gradients not of theta's shape and finite, is a
-    :class:`UserCodeError` naming it (the user's code, never a bug of this toolkit)."""
+def _user_simulator(sim: Simulator, d: int) -> Simulator:
+    """``sim`` whose failure, or gradients not finite and of shape (theta rows, ``d``: the
+    reports' size, which need not be theta's), is a :class:`UserCodeError` naming it (the
+    user's code, never a bug of this toolkit)."""
     name = getattr(sim, "__qualname__", repr(sim))
 
     def run(theta: np.ndarray, values: np.ndarray, rng: Any, alpha: Any) -> Any:
@@ -362,10 +363,10 @@ def _user_simulator(sim: Simulator) -> Simulator:
             g = np.asarray(grads, dtype=np.float64)
         except Exception as exc:  # noqa: BLE001 - anything the user's simulator raises
             raise UserCodeError(f"simulator {name!r} raised {type(exc).__name__}: {exc}") from exc
-        if g.shape != theta.shape or not np.isfinite(g).all():
+        if g.shape != (theta.shape[0], d) or not np.isfinite(g).all():
             raise UserCodeError(
                 f"simulator {name!r} returned gradients of shape {g.shape}, expected "
-                f"{theta.shape} (one finite gradient per theta row)"
+                f"{(theta.shape[0], d)} (one finite report per theta row)"
             )
         return g, scores
 
@@ -394,7 +395,8 @@ def attack_private_param_run(
 
     Args:
         run_dir: the run directory.
-        simulator: ``simulator(theta (B, d), values (B,), rng, alpha (B,)) -> (grads, scores)``,
+        simulator: ``simulator(theta (B, d), values (B,), rng, alpha (B,)) -> (grads (B, m),
+            scores)``, m the reports' size (need not be d),
             the public MDP; default for a ``pgc-a3c-gym`` run: its environment and network
             (:func:`ldp_audit.training.pgc_a3c_gym.model.simulator_for`). An own loop passes
             its own.
@@ -431,6 +433,7 @@ def attack_private_param_run(
     cands = np.sort(np.asarray(pp["values"], dtype=np.float64))
     if np.unique(cands).size != cands.size or not np.isfinite(cands).all():
         raise RunDirectoryError(f"{run.path}: private_parameter.values must be distinct and finite")
+    user = simulator is not None
     if simulator is None:
         if cfg.get("algorithm") != "pgc-a3c-gym":
             raise InvalidParameterError(
@@ -442,10 +445,10 @@ def attack_private_param_run(
         from ldp_audit.training.pgc_a3c_gym.model import simulator_for
 
         simulator = simulator_for(config_from_run(cfg, env_module))
-    else:
-        simulator = _user_simulator(simulator)
     mechanism = _run_mechanism(cfg, generic=True)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
+    if user:
+        simulator = _user_simulator(simulator, tr["report"].shape[-1])
     grouping = _groups(tr, max_groups, arrival=True)
     check_episodes(
         int(np.unique(tr["theta_index"][grouping[2]]).size) * cands.size * n_shadow, "the shadows"

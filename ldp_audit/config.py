@@ -564,7 +564,35 @@ def given_config(cls: Any, args: argparse.Namespace, sets: Iterable[Any] = ()) -
             f"--set {bad[0]}: {cls.__name__} has no config field {bad[0]!r} (config fields: "
             f"{', '.join(fields)})"
         )
+    hints = typing.get_type_hints(cls) if is_dc else {}
+    for k, v in extra.items():
+        if is_dc:
+            _check_set(fields[k], hints[k], k, v)
     return {**given_fields(args), **extra}
+
+
+_JSON_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _check_set(f: dataclasses.Field, tp: Any, key: str, v: Any) -> None:
+    """``--set KEY=VALUE`` read as the field's option reads it: a JSON value of the field's
+    scalar type within its bounds and choices (a field with no scalar option: the config's own
+    checks judge it)."""
+    opt = f"--set {key}"
+    spec, (base, optional) = _option_spec(f, tp, opt), _unwrap_optional(tp)
+    if spec is None or "nargs" in spec or _bounds_of(f).get("whole") or (v is None and optional):
+        return
+    lits = typing.get_args(base) if typing.get_origin(base) is typing.Literal else ()
+    kind = type(lits[0]) if lits else base
+    ok = isinstance(v, kind) and (kind is bool or not isinstance(v, bool))
+    ok = ok or (kind is float and (v == "inf" or type(v) is int))
+    if not ok:
+        raise InvalidParameterError(f"{opt} must be {_JSON_KINDS[kind]}, got {v!r}")
+    if kind is not bool:
+        try:
+            spec["type"](repr(v) if isinstance(v, float) else str(v))
+        except argparse.ArgumentTypeError as exc:
+            raise InvalidParameterError(str(exc)) from None
 
 
 def from_args(cls: type, args: argparse.Namespace, **extra: Any) -> Any:

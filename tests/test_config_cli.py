@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -523,3 +524,31 @@ def test_options_named_rewrites_errors_inside_only() -> None:
     with pytest.raises(InvalidParameterError, match=r"^--threshold must be <= --episode-steps"):
         with options_named(FrdConfig):
             FrdConfig(threshold=600)
+
+
+@pytest.mark.parametrize(
+    ("sets", "needle"),
+    [
+        ({"n_agents": 50}, "--set n_agents must be <= 10, got '50'"),
+        ({"n_agents": "3"}, "--set n_agents must be an integer, got '3'"),
+        ({"n_agents": True}, "--set n_agents must be an integer, got True"),
+        ({"lr": 1.0}, "--set lr must be a finite number in [0, 1), got '1.0'"),
+        ({"lr": "0.5"}, "--set lr must be a number, got '0.5'"),
+        ({"name": 7}, "--set name must be a string, got 7"),
+        ({"rule": "other"}, "--set rule must be one of 'manhattan', 'public-code'"),
+        ({"clip": 1}, "--set clip must be true or false, got 1"),
+        ({"limit": "x"}, "--set limit must be an integer, got 'x'"),
+    ],
+)
+def test_set_reads_a_field_as_its_option_does(sets: dict, needle: str) -> None:
+    # before session 52: --set reports=5000 trained a plug-in's run that --reports 5000 refuses
+    # (bounds(maximum=1000) held on the option only), and --set label='"x"' put a str in an int
+    with pytest.raises(InvalidParameterError, match=re.escape(needle)):
+        from_args(Cfg, _parse([]), **sets)
+
+
+def test_set_keeps_what_the_option_reads() -> None:
+    got = from_args(Cfg, _parse([]), n_agents=10, lr=0, epsilon="inf", limit=None, extra={"a": 1})
+    assert (got.n_agents, got.lr, got.epsilon, got.limit) == (10, 0, "inf", None)
+    assert got.extra == {"a": 1}
+    assert from_args(Cfg, _parse([]), sizes=[2, 3], rule="public-code").rule == "public-code"

@@ -332,3 +332,13 @@ def test_a_cap_never_reached_has_no_effect() -> None:
 
     with pytest.raises(InvalidParameterError, match="'max_speed' has no effect"):
         check_private_param("MountainCar-v0", "max_speed", [0.07, 0.08])
+
+
+def test_a_value_json_cannot_hold_is_named_by_its_key(tmp_path) -> None:
+    """A plug-in config's set default read 'got Object of type set is not JSON serializable',
+    naming no field (session 52)."""
+    key = r"config\['params'\]\['arms'\]: Object of type set"  # open_run nests the user's config
+    with pytest.raises(InvalidParameterError, match=key):
+        open_run(tmp_path / "r", system="s", mechanism=Laplace(epsilon=1.0, clip=1.0),
+                 config={"lr": 0.1, "arms": {1, 2}})  # fmt: skip
+    assert not (tmp_path / "r").exists()

@@ -108,3 +108,38 @@ def test_release_charges_first_and_refuses_bad_input(tmp_path) -> None:
     assert not math.isnan(float(tr["report"][0, 0]))
     with pytest.raises(RunDirectoryError):  # evidence is never appended to
         open_run(path, system="s", mechanism=mech)
+
+
+def _arm_means(thetas, values, rng, alpha):  # a bandit's 3 noisy arm means; theta: 1 number
+    g = rng.normal(0.0, 0.1, (len(values), 3))
+    g[np.arange(len(values)), np.asarray(values, dtype=int)] += 1.0
+    return g, np.zeros(len(values))
+
+
+def test_the_attack_takes_reports_of_another_size_than_theta(tmp_path) -> None:
+    """A loop's report need not have theta's size (a bandit's arm means, a Q row): the attack
+    refused every such simulator, 'expected (B, 1)', before session 52; a simulator returning
+    another size than the reports is still refused by name."""
+    from ldp_audit.attacks.dynamics_run_dir import private_param_dynamics
+    from ldp_audit.errors import UserCodeError
+
+    priv = {"name": "best", "values": [0, 1, 2]}
+    mech = Laplace(epsilon=30.0, clip=3.0)
+    rng = np.random.default_rng(5)
+    with open_run(tmp_path / "r", system="bandit", mechanism=mech, private=priv) as run:
+        for agent in range(12):
+            best = agent % 3
+            g, _ = _arm_means([0.0], [best], rng, 0.0)
+            run.release(g[0], agent=agent, theta=[0.0], secret=best)
+    res = private_param_dynamics(tmp_path / "r", simulator=_arm_means, n_shadow=20, seed=1)
+    assert res.n == 12 and res.k == 3
+    # Laplace scale 2 * 3 / 30 = 0.2 on an L1 gap of about 2 between candidates: a report is
+    # misread with probability about e^-5 < 0.01, so 4 or more of 12 wrong has probability
+    # < C(12, 4) 0.01^4 < 1e-5 (a guess of 1/3 gets 9 of 12 with probability < 0.005)
+    assert res.correct >= 9
+
+    def wrong(thetas, values, rng, alpha):
+        return np.zeros((len(values), 2)), np.zeros(len(values))
+
+    with pytest.raises(UserCodeError, match=r"shape \(\d+, 2\), expected \(\d+, 3\)"):
+        private_param_dynamics(tmp_path / "r", simulator=wrong, n_shadow=2, seed=1)

@@ -126,9 +126,16 @@ class RunWriter:
         try:  # before the folder is made: a value JSON cannot hold leaves nothing behind
             json.dumps(cfg_doc, allow_nan=False)
         except (TypeError, ValueError) as exc:
+            rest = {k: v for k, v in cfg_doc.items() if k not in ("config", "mechanism")}
+            where = (  # the first value JSON cannot hold, by its keys
+                _unjsonable(cfg_doc["config"], "config")
+                or _unjsonable(cfg_doc["mechanism"], "mechanism")
+                or _unjsonable(rest, "extra")
+                or "a value"
+            )
             raise InvalidParameterError(
                 f"config, mechanism and extra must hold JSON values (numbers, strings, lists, "
-                f"dicts), got {exc}"
+                f"dicts), got {where}: {exc}"
             ) from None
         unpin_run(self.path)  # what a check saw of an earlier run here is not this run
         if mode == "resume":
@@ -337,3 +344,15 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
                     write_bytes_file(target, earlier, replace=True)
         raise
     return target
+
+
+def _unjsonable(v: Any, at: str) -> str | None:
+    """``at`` and the keys down to the first value in ``v`` JSON cannot hold (None: none)."""
+    if isinstance(v, dict | list):
+        items = v.items() if isinstance(v, dict) else enumerate(v)
+        return next((p for k, x in items if (p := _unjsonable(x, f"{at}[{k!r}]"))), None)
+    try:
+        json.dumps(v, allow_nan=False)
+    except (TypeError, ValueError):
+        return at
+    return None
