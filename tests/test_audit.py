@@ -175,9 +175,9 @@ def test_chunking_bounds_each_privatize_call(monkeypatch):
     fake = RateFake({0.0: 0.5, 1.0: 0.25})
     r = audit(fake, PAIR, samples=20_000, rng=0, max_events=1)
     assert max(fake.calls) <= 2048
-    # every sample drawn once, plus an 8-row probe, the seeding check's two 8-row calls and
-    # the dtype check's 8 rows of x2 (one pair)
-    assert sum(fake.calls) == 2 * 20_000 + 4 * 8
+    # every sample drawn once, plus an 8-row probe, the seeding check's two 8-row calls, the
+    # dtype check's 8 rows of x2 (one pair) and the repeat check's two 1,000-row calls
+    assert sum(fake.calls) == 2 * 20_000 + 4 * 8 + 2 * 1000
     assert r.witness.n1 == 18_000
 
 

@@ -149,10 +149,45 @@ class FixedSeedLaplace(GlobalNumpyLaplace):
 @pytest.mark.parametrize("mech", [InputSeededLaplace(), FixedSeedLaplace()])
 @pytest.mark.parametrize("event", [None, ([0.0], [1.0], lambda y, x, x2: y[:, 0] > 0.5)])
 def test_a_mechanism_repeating_its_draws_across_calls_is_refused(mech, event):
-    # a mechanism drawing from rng repeats 8 distinct outputs from another Generator state with
-    # probability at most (1/8)^8 < 6e-8 (continuous outputs: 0), the false refusal's bound
+    # two 1,000-row calls from independent Generator states agree: continuous outputs drawn
+    # from rng never do (the false refusal's bound: 2e-9, sampling.repeats_refused)
     with pytest.raises(UserCodeError, match=r"does not draw from the Generator it is given"):
         audit(mech, samples=2000, rng=0, event=event, float_bits=False, tradeoff=False)
+
+
+class BinaryRR(GlobalNumpyLaplace):
+    """Randomised response on {0, 1} (``k = 2``) or k-RR on k values, drawing from ``g``:
+    ``"rng"`` the argument, ``"own"`` its own advancing generator, ``"input"`` one seeded by
+    x (session 52's probe: binary at epsilon 1 got 0.968, k-RR over 64 values 0.812, no word)."""
+
+    def __init__(self, epsilon: float, k: int = 2, g: str = "rng") -> None:
+        self.epsilon, self.k, self.g, self.own = epsilon, k, g, np.random.default_rng()
+
+    def privatize(self, x, rng):
+        x = np.asarray(x, float)
+        g = {"rng": rng, "own": self.own}.get(self.g) or np.random.default_rng(int(x[0, 0]))
+        keep = g.random(x.shape) < np.exp(self.epsilon) / (np.exp(self.epsilon) + self.k - 1)
+        return np.where(keep, x, (x + g.integers(1, self.k, x.shape)) % self.k)
+
+
+@pytest.mark.parametrize("k", [2, 64])
+@pytest.mark.parametrize("event", [None, ([0.0], [1.0], lambda y, x, x2: y[:, 0] > 0.5)])
+def test_a_discrete_mechanism_seeded_from_its_input_is_refused(k, event):
+    # its 8 rows repeat (binary): the 8-distinct-rows check missed it; the 1,000-row check's
+    # bound u^1000 is about 0.72^1000 (binary, epsilon 1) and 0.03^1000 (k = 64)
+    with pytest.raises(UserCodeError, match=r"same 1000 outputs .* seeded from the input"):
+        audit(BinaryRR(1.0, k, "input"), samples=2000, rng=0, event=event, tradeoff=False)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "k", "g"), [(1.0, 2, "rng"), (1.0, 64, "rng"), (8.0, 2, "rng"), (8.0, 2, "own")]
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_discrete_mechanisms_drawing_fresh_randomness_are_not_refused(epsilon, k, g, seed):
+    # a refusal here has probability at most 2e-9 per audit; at epsilon 8, q ~ 0.9993: two
+    # independent 1,000-row calls agree with probability ~0.5, and u ~ 1 keeps it (never refused)
+    r = audit(BinaryRR(epsilon, k, g), samples=2000, rng=seed, tradeoff=False, float_bits=False)
+    assert not r.violation
 
 
 class DtypeByInput(GlobalNumpyLaplace):

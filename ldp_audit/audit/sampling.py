@@ -19,6 +19,7 @@ from ldp_audit.audit.results import short_values
 from ldp_audit.audit.selection import Candidate
 from ldp_audit.audit.statistics import ScoreStatistic
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.stats import clopper_pearson_upper
 
 #: float64 elements held per privatize call (outputs are streamed in chunks of this size).
 _CHUNK_ELEMENTS = 1 << 22
@@ -70,27 +71,44 @@ def privatize_rows(
     return (y, returned) if raw else y
 
 
-def seeded_by(mechanism: Any, x: np.ndarray, rng: np.random.Generator, first: np.ndarray) -> bool:
+def seeded_by(mechanism: Any, x: np.ndarray, rng: np.random.Generator) -> bool:
     """Whether two privatize calls of 8 rows from copies of one Generator state agree: False
     when the mechanism draws other randomness (the global ``numpy.random`` or ``random``
     module, its own generator) or its outputs change with state kept across calls. ``rng``
-    itself is not advanced; the outputs are copied (a mechanism may reuse one buffer).
-
-    ``first``: the 8 rows of the call that drew from ``rng`` just before. When they are all
-    different and the calls from its later state repeat them, the mechanism does not draw from
-    ``rng`` (seeded from the input or a fixed seed): every release is a function of x, and the
-    audit's samples would repeat. Refused; draws from ``rng`` do so with probability at most
-    (1/8)^8 < 6e-8 (the product of 8 distinct outputs' probabilities), 0 when continuous."""
+    itself is not advanced; the outputs are copied (a mechanism may reuse one buffer)."""
     a, b = (privatize_rows(mechanism, x, 8, copy.deepcopy(rng)).copy() for _ in range(2))
-    if np.array_equal(a, first) and len(np.unique(first, axis=0)) == len(first):
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+
+
+#: rows of each of the two calls of :func:`repeats_refused`, and its two error probabilities.
+REPEAT_ROWS, REPEAT_ALPHA = 1000, 1e-9
+
+
+def repeats_refused(mechanism: Any, x: np.ndarray, rng: np.random.Generator, width: int) -> None:
+    """Refuse a mechanism whose outputs are a function of x (a generator seeded from the input
+    or a fixed seed, not the ``rng`` argument): two calls of n rows, from a copy of ``rng`` and
+    from a child of another copy (independent states; ``rng`` is not advanced), returning the
+    same outputs. Drawing from the rng, with rows independent, they agree with probability
+    q^n, q = sum_y p_y^2; the rows' n/2 disjoint pairs match ~ Binomial(n/2, q), so u, their
+    Clopper-Pearson upper bound at 1e-9, exceeds q but with probability 1e-9. Refused when
+    u^n < 1e-9: a false refusal has probability at most 2e-9. Outputs concentrated on one value
+    (binary randomised response at epsilon 8: u ~ 1) are never refused."""
+    n = max(8, min(REPEAT_ROWS, _CHUNK_ELEMENTS // max(1, width))) // 2 * 2
+    a = privatize_rows(mechanism, x, n, copy.deepcopy(rng)).copy()
+    b = privatize_rows(mechanism, x, n, copy.deepcopy(rng).spawn(1)[0])
+    if a.shape != b.shape or not np.array_equal(a, b, equal_nan=True):
+        return
+    same = (a[0::2] == a[1::2]) | (np.isnan(a[0::2]) & np.isnan(a[1::2]))
+    u = float(clopper_pearson_upper(int(same.all(axis=1).sum()), n // 2, REPEAT_ALPHA))
+    if n * np.log(max(u, 1e-300)) < np.log(REPEAT_ALPHA):
         raise UserCodeError(
             f"mechanism.privatize of {type(mechanism).__name__} does not draw from the Generator "
-            f"it is given: two calls on x = {short_values(x.tolist())} returned the same 8 "
-            "different outputs (one drawing from it repeats them with probability < 6e-8; a "
-            "generator seeded from the input or a fixed seed?), so every release is a function "
-            "of x and the audit's samples would repeat; draw from the rng argument"
+            f"it is given: two calls on x = {short_values(x.tolist())} from independent "
+            f"Generator states returned the same {n} outputs (one drawing from it does so with "
+            f"probability < {u:.2g}^{n}, bounded from the outputs' own repeats; a generator "
+            "seeded from the input or a fixed seed?), so every release is a function of x and "
+            "the audit's samples would repeat; draw from the rng argument"
         )
-    return a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
 
 
 def same_dtype(

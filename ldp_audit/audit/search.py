@@ -25,6 +25,7 @@ from ldp_audit.audit.results import short_values
 from ldp_audit.audit.sampling import (
     FIT_ELEMENTS,
     privatize_rows,
+    repeats_refused,
     same_dtype,
     sample,
     seeded_by,
@@ -109,10 +110,12 @@ def select_events(
         same_dtype(mechanism, x, x2, raw8, ra2)
         if p == 0:  # after the checks above: an error names the user's code first
             t0 = time.perf_counter()
-            sel.unseeded = not seeded_by(mechanism, x, ra1, y8)
-            if not o.force:  # the fastest of the three 8-row calls
-                t8 = min(t8, (time.perf_counter() - t0) / 2)
+            sel.unseeded = not seeded_by(mechanism, x, ra1)
+            t8 = min(t8, (time.perf_counter() - t0) / 2)  # the fastest of the three 8-row calls
+            if not o.force:
                 _pilot_time(mechanism, x, ra1, t8, width, o, total, len(pair_list))
+            if not sel.unseeded:  # after the pilot: 2,000 rows of a slow mechanism take long
+                repeats_refused(mechanism, x, ra1, width)
         # one row repeated 8 times: compared with the fit half's rows (shared randomness)
         sel.row8 = y8[0] if (y8 == y8[0]).all() else None
         del y8, raw8
@@ -322,8 +325,10 @@ def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
     y8, raw8 = privatize_rows(mechanism, x, 8, probe, raw=True)
     stat.values(raw8 if stat.needs_raw else y8)  # checked on 8 outputs before the work
     same_dtype(mechanism, x, x2, raw8, re2)
-    sel.unseeded = not seeded_by(mechanism, x, probe, y8)
+    sel.unseeded = not seeded_by(mechanism, x, probe)
     sel.widths.append(max(x.shape[0], y8.shape[1]))
+    if not sel.unseeded:
+        repeats_refused(mechanism, x, probe, sel.widths[0])
     return sel, Kept([Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))], 1, [], [])
 
 
