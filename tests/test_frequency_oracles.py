@@ -113,7 +113,11 @@ def test_exact_loss_is_at_most_epsilon_over_every_output_and_reaches_it(eps: flo
     g = min(9, round(math.exp(eps)) + 1)
     for o in _oracles(eps, k, g=g):
         ys = _all_outputs(o, seeds)
-        tol = REL_TOL * max(1.0, o.epsilon) + 1e-12
+        # a keep probability near 1 stored as a double: its complement (1 - p = (g - 1) /
+        # (e^eps + g - 1)) is off by up to half an ulp of p, 2^-53 (e^eps + g - 1) / (g - 1)
+        # relative, at most 2^-53 (e^eps + 1): the implemented loss exceeds eps by that much (OLH
+        # at eps 15.4, g 9: 4.7e-11 over eps, measured; the bound there 6.8e-11)
+        tol = REL_TOL * max(1.0, o.epsilon) + 1e-12 + 2.0**-52 * (math.exp(o.epsilon) + 1.0)
         worst = -math.inf
         for x, x2 in itertools.permutations(range(k), 2):
             loss = o.privacy_loss(np.array([float(x)]), np.array([float(x2)]), ys)
