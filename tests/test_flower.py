@@ -45,10 +45,12 @@ def test_simulation_runs_with_flwr_run_not_the_deprecated_run_simulation(flower_
 
 
 def test_eq22_matches_engine_aggregator():
-    """The server's eq. 22 is bit for bit the engine's Aggregator on the same reports."""
+    """The server's eq. 22 (the Aggregator's compiled step on each report array, agg_one) is bit
+    for bit the engine's Aggregator receiving the same reports as sealed releases."""
     from ldp_audit.accountant import Accountant
     from ldp_audit.mechanisms import NoPrivacy
     from ldp_audit.release import release
+    from ldp_audit.training.pgc_a3c._kernels import agg_one
     from ldp_audit.training.pgc_a3c.aggregator import Aggregator
     from ldp_audit.training.pgc_a3c.model import DIM
 
@@ -67,11 +69,11 @@ def test_eq22_matches_engine_aggregator():
             meta={"trial": np.zeros(1, dtype=np.int64)},
         )
         ref.receive(rel)
-    ours = F.Eq22Aggregator(theta0, 0.5, 3)
+    ours = Aggregator(theta0[None, :], 0.5, 3)
     for y in reports:
-        ours.receive(y)
-    assert ours.theta.tobytes() == ref.theta[0].tobytes()
-    assert ours.version == 2 and ours.count == 1
+        agg_one(*ours.state, 0, y)
+    assert ours.theta.tobytes() == ref.theta.tobytes()
+    assert ours.version[0] == 2 and ours.count[0] == 1
 
 
 def test_transcript_layout_and_replay(flower_run):
@@ -94,12 +96,15 @@ def test_transcript_layout_and_replay(flower_run):
     # Laplace at eps/T = 2 with C = 0.01: reports are noisy (scale C/eps' = 0.005 per coordinate)
     assert np.all(np.std(tr["report"], axis=1) > 1e-3)
     # replay eq. 22 over the recorded reports: every broadcast theta and the final model
-    agg = F.Eq22Aggregator(tr["thetas"][0], cfg.eta, 2)
+    from ldp_audit.training.pgc_a3c._kernels import agg_one
+    from ldp_audit.training.pgc_a3c.aggregator import Aggregator
+
+    agg = Aggregator(tr["thetas"][:1], cfg.eta, 2)
     for r in range(3):
-        assert agg.theta.tobytes() == tr["thetas"][r].tobytes()
+        assert agg.theta[0].tobytes() == tr["thetas"][r].tobytes()
         for y in tr["report"][tr["round"] == r]:
-            agg.receive(y)
-    assert agg.theta.tobytes() == read_npz(run, "model.npz")["theta"][0].tobytes()
+            agg_one(*agg.state, 0, y)
+    assert agg.theta.tobytes() == read_npz(run, "model.npz")["theta"].tobytes()
     g = RunDir(run).secrets("gravity", for_scoring=True)["gravity"]
     np.testing.assert_array_equal(g, np.array([a.gravity for a in AGENTS])[tr["agent"]])
 

@@ -44,13 +44,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.accountant import Accountant, Budget, Ledger
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
-from ldp_audit.rundir import RunWriter, check_new_dir, json_number
+from ldp_audit.rundir import check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import (
     agent_rng,
@@ -58,8 +59,9 @@ from ldp_audit.training.flower.protocol import (
     sealed_report,
     server_settings,
 )
+from ldp_audit.training.pgc_a3c._kernels import agg_one
+from ldp_audit.training.pgc_a3c.aggregator import Aggregator
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.metrics import first_success_time
 from ldp_audit.training.pgc_a3c.model import init_theta
 from ldp_audit.training.pgc_a3c.privacy import privatize_reports
 from ldp_audit.training.pgc_a3c.rollout import episode_gradients
@@ -69,7 +71,6 @@ from ldp_audit.validation import check_bool, check_int, check_positive
 __all__ = [
     "AgentSecrets",
     "LdpReleaseMod",
-    "Eq22Aggregator",
     "make_client_app",
     "make_server_app",
     "run_simulation",
@@ -264,35 +265,11 @@ def make_client_app() -> Any:
 # ==============================================================================================
 
 
-class Eq22Aggregator:
-    """Eq. 22 of one trial on reports received over the network: buffer MAX_BUF reports, then
-    theta <- theta - eta * mean(buffer). The same arithmetic, in the same order, as
-    :class:`ldp_audit.training.pgc_a3c.aggregator.Aggregator` (which only accepts in-process
-    :class:`~ldp_audit.release.SealedRelease` objects; a report arriving from another process
-    is an array)."""
-
-    def __init__(self, theta: np.ndarray, eta: float, buffer_size: int) -> None:
-        self.theta = np.array(theta, dtype=np.float64, copy=True).reshape(-1)
-        self.eta = float(eta)
-        self.buffer_size = int(buffer_size)
-        self.buffer = np.zeros_like(self.theta)
-        self.count = 0
-        self.version = 0
-
-    def receive(self, report: np.ndarray) -> None:
-        """Add one noisy report (d,) to the buffer; update theta when the buffer is full."""
-        self.buffer += report
-        self.count += 1
-        if self.count >= self.buffer_size:
-            self.theta -= self.eta * (self.buffer / np.float64(self.count))
-            self.buffer[:] = 0.0
-            self.count = 0
-            self.version += 1
-
-
 def _run_server(grid: Any, context: Any) -> Path:
     """The ServerApp's main: broadcast, receive, aggregate, record."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
+
+    from ldp_audit.training.pgc_a3c.run_dir import cartpole_metrics, open_writer
 
     rc = dict(context.run_config)
     for key in ("pgc-config", "run-dir"):
@@ -310,20 +287,20 @@ def _run_server(grid: Any, context: Any) -> Path:
     gt = rc.get("scoring-gravities") or ()  # "" is the app project's default: no ground truth
     gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)] or None
     mech = cfg.make_mechanism()
-    w = RunWriter(
+    w = open_writer(
         rc["run-dir"],
-        algorithm="pgc-a3c",
-        config=cfg.to_dict(),
-        seed=seed,
-        mechanism=mech.to_config(),
+        cfg,
+        seed,
         mode="overwrite" if overwrite else "new",
         extra={"engine": f"flower {require_flwr().__version__}", "protocol": "synchronous rounds"},
     )
     acc = Accountant(ledger=w.open_ledger())
     event = mech.event()  # what one report charges (the clients' ledgers charge the same)
     t0 = time.perf_counter()
-    agg = Eq22Aggregator(init_theta(agent_rng(seed, 0, 0)), cfg.eta, cfg.effective_buffer_size)
-    d, cfg_json = agg.theta.size, json.dumps(cfg.to_dict())
+    # eq. 22 as the engine's Aggregator steps it (plain SGD at eta), one trial, reports
+    # arriving as arrays (agg_one: the Aggregator's compiled step on a report)
+    agg = Aggregator(init_theta(agent_rng(seed, 0, 0))[None, :], cfg.eta, cfg.effective_buffer_size)
+    theta, d, cfg_json = agg.theta[0], agg.theta.shape[1], json.dumps(cfg.to_dict())
     declared, eps = mech.to_config(), cfg.epsilon_per_submission  # what a reply must carry
     # the transcript's columns, one row per accepted report (thetas: one row per round)
     rows: dict[str, list[Any]] = {k: [] for k in TRANSCRIPT_KEYS if k != "thetas"}
@@ -333,12 +310,12 @@ def _run_server(grid: Any, context: Any) -> Path:
     status = "failed"
     try:
         for r in range(cfg.rounds):
-            thetas.append(agg.theta.copy())  # row r of thetas: the reports of round r
+            thetas.append(theta.copy())  # row r of thetas: the reports of round r
             msgs = []
             for k, node in enumerate(nodes):
                 n = r * k_agents + k
                 rec = ConfigRecord({"pgc-config": cfg_json, "submission": n, "round": r})
-                content = RecordDict({"theta": ArrayRecord([agg.theta.copy()]), "config": rec})
+                content = RecordDict({"theta": ArrayRecord([theta.copy()]), "config": rec})
                 msgs.append(Message(content, node, MessageType.TRAIN, group_id=str(r)))
             replies = list(grid.send_and_receive(msgs, timeout=timeout))
             by_node = {rep.metadata.src_node_id: rep for rep in replies}
@@ -369,7 +346,7 @@ def _run_server(grid: Any, context: Any) -> Path:
                 ok.append((f"0/{agent}", event))
                 for key, v in zip(rows, (0, agent, k, r, n, r, y[None, :], score), strict=True):
                     rows[key].append(np.atleast_1d(v))
-                agg.receive(y)  # eq. 22, in node order
+                agg_one(*agg.state, 0, y)  # eq. 22, in node order
             if ok:  # the server's record of the charges its clients declared
                 acc.charge_many(ok)
         # a run in which no report was accepted released nothing usable: say so in its status
@@ -381,21 +358,16 @@ def _run_server(grid: Any, context: Any) -> Path:
         if gravities is not None:
             g = np.asarray(gravities, dtype=np.float64)
             w.write_npz("secrets.npz", {"gravity": g[transcript["agent"]]})
-        zeta = transcript["score"]
-        fst = (
-            first_success_time(zeta[None, :], cfg.target_score, cfg.window) if n_rows else math.inf
-        )
+        # the engine's metrics of one trial (FST over zeta, NaN where no report came)
+        zeta = np.full((1, cfg.max_submissions), np.nan)
+        zeta[0, :n_rows] = transcript["score"]
+        done = SimpleNamespace(config=cfg, zeta=zeta, submissions=[n_rows], stopped_at_target=[0])
         spent = acc.spent_all(delta=0.0)
         w.write_json(
             "metrics.json",
             {
-                "zeta": [zeta.tolist()],
-                "fst": [json_number(float(np.atleast_1d(fst)[0]))],
-                "submissions": [n_rows],
-                "stopped_at_target": [False],
-                "max_submissions": int(cfg.max_submissions),
-                "target_score": float(cfg.target_score),
-                "window": int(cfg.window),
+                "zeta": [transcript["score"].tolist()],
+                **cartpole_metrics(done),
                 "seconds": time.perf_counter() - t0,
                 "engine": "flower",
                 "agents": k_agents,
@@ -410,7 +382,7 @@ def _run_server(grid: Any, context: Any) -> Path:
                 },
             },
         )
-        w.write_npz("model.npz", {"theta": agg.theta[None, :].copy()})
+        w.write_npz("model.npz", {"theta": agg.theta.copy()})
         w.finish(status=status)
         acc.close()
     return w.path
