@@ -194,18 +194,15 @@ def test_a_rerun_of_a_seeded_agent_draws_fresh_noise(tmp_path):
     assert np.all(a != b)
 
 
-def test_server_records_one_report_per_agent_and_round(tmp_path, monkeypatch):
-    """Two SuperNodes with one partition-id were both recorded (and charged) as that agent; the
-    ServerApp's main on an in-process grid now refuses the second, naming it. A bad run config
-    seed is refused before any round (was int() of it)."""
+def _in_process_grid(tmp_path, monkeypatch, nodes):
+    """A Grid that answers in this process: node id -> partition-id, every agent at gravity 9.8
+    through the LdpReleaseMod and the ClientApp's train function."""
     from types import SimpleNamespace
 
     from flwr.supercore.task_identity import TaskIdentity
 
     for key in ("_run_id", "_node_id", "_task_id"):  # what Flower sets in its processes
         monkeypatch.setattr(TaskIdentity, key, 1)
-    cfg = PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=2)
-    nodes = {5: 0, 6: 0, 7: 1}  # node id -> partition-id: nodes 5 and 6 claim agent 0
 
     class Grid:
         def get_node_ids(self):
@@ -224,10 +221,22 @@ def test_server_records_one_report_per_agent_and_round(tmp_path, monkeypatch):
 
             return [reply(m) for m in msgs]
 
+    return Grid()
+
+
+def test_server_records_one_report_per_agent_and_round(tmp_path, monkeypatch):
+    """Two SuperNodes with one partition-id were both recorded (and charged) as that agent; the
+    ServerApp's main on an in-process grid now refuses the second, naming it. A bad run config
+    seed is refused before any round (was int() of it)."""
+    from types import SimpleNamespace
+
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=2)
+    # node id -> partition-id: nodes 5 and 6 claim agent 0
+    grid = _in_process_grid(tmp_path, monkeypatch, {5: 0, 6: 0, 7: 1})
     rc = {"pgc-config": json.dumps(cfg.to_dict()), "run-dir": str(tmp_path / "run")}
     with pytest.raises(InvalidParameterError, match="'seed' must be an integer >= 0, got -1"):
-        F._run_server(Grid(), SimpleNamespace(run_config={**rc, "seed": -1}))
-    run = F._run_server(Grid(), SimpleNamespace(run_config=rc))
+        F._run_server(grid, SimpleNamespace(run_config={**rc, "seed": -1}))
+    run = F._run_server(grid, SimpleNamespace(run_config=rc))
     from ldp_audit.rundir import RunDir
 
     m = RunDir(run).metrics()
@@ -235,6 +244,34 @@ def test_server_records_one_report_per_agent_and_round(tmp_path, monkeypatch):
         (r, 6, f"agent 0 already replied in round {r}") for r in range(2)
     ]
     assert RunDir(run).transcript()["agent"].tolist() == [0, 1, 0, 1]
+
+
+@pytest.mark.parametrize("aggregator", ["adam", "rmsprop"])
+def test_server_steps_with_the_configured_aggregator(tmp_path, monkeypatch, aggregator):
+    """The ServerApp stepped plain SGD at eta whatever the config's ``aggregator`` said (an Adam
+    run was silently an SGD run); now its model is the engine's Aggregator with the config's
+    aggregator and step size replaying the recorded reports, and differs from SGD's."""
+    from types import SimpleNamespace
+
+    from ldp_audit.rundir import RunDir, read_npz
+    from ldp_audit.training.pgc_a3c._kernels import agg_one
+    from ldp_audit.training.pgc_a3c.aggregator import Aggregator
+
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=2, aggregator=aggregator)
+    grid = _in_process_grid(tmp_path, monkeypatch, {5: 0, 7: 1})
+    rc = {"pgc-config": json.dumps(cfg.to_dict()), "run-dir": str(tmp_path / "run")}
+    run = F._run_server(grid, SimpleNamespace(run_config=rc))
+    tr = RunDir(run).transcript()
+    final = read_npz(run, "model.npz")["theta"]
+
+    def replay(lr, optimizer):
+        agg = Aggregator(tr["thetas"][:1], lr, cfg.effective_buffer_size, optimizer=optimizer)
+        for y in tr["report"]:
+            agg_one(*agg.state, 0, y)
+        return agg.theta
+
+    assert final.tobytes() == replay(cfg.effective_aggregator_lr, aggregator).tobytes()
+    assert final.tobytes() != replay(cfg.eta, "sgd").tobytes()
 
 
 def test_bad_inputs_refused_before_work(tmp_path):

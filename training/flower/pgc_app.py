@@ -297,9 +297,14 @@ def _run_server(grid: Any, context: Any) -> Path:
     acc = Accountant(ledger=w.open_ledger())
     event = mech.event()  # what one report charges (the clients' ledgers charge the same)
     t0 = time.perf_counter()
-    # eq. 22 as the engine's Aggregator steps it (plain SGD at eta), one trial, reports
-    # arriving as arrays (agg_one: the Aggregator's compiled step on a report)
-    agg = Aggregator(init_theta(agent_rng(seed, 0, 0))[None, :], cfg.eta, cfg.effective_buffer_size)
+    # eq. 22 as the engine's Aggregator steps it (the config's aggregator and step size), one
+    # trial, reports arriving as arrays (agg_one: the Aggregator's compiled step on a report)
+    agg = Aggregator(
+        init_theta(agent_rng(seed, 0, 0))[None, :],
+        cfg.effective_aggregator_lr,
+        cfg.effective_buffer_size,
+        optimizer=cfg.aggregator,
+    )
     theta, d, cfg_json = agg.theta[0], agg.theta.shape[1], json.dumps(cfg.to_dict())
     declared, eps = mech.to_config(), cfg.epsilon_per_submission  # what a reply must carry
     # the transcript's columns, one row per accepted report (thetas: one row per round)
