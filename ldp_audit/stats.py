@@ -181,10 +181,7 @@ def check_nonnegative(value: Any, name: str) -> float:
 
 def check_delta_range(delta: Any, name: str = "delta") -> float:
     """``delta`` as a float if it is a real number in [0, 1), else an error naming ``name``."""
-    d = check_real(delta, name)
-    if not (0.0 <= d < 1.0):
-        raise InvalidParameterError(f"{name} must be in [0, 1), got {delta!r}")
-    return d
+    return check_real_in(delta, name, lo=0.0, lo_open=False, hi=1.0, hi_open=True)
 
 
 def epsilon_lower_bound_from_counts(
