@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,7 +112,6 @@ def train_many(
     accountants: Sequence[Charging] | None = None,
     record: bool = False,
     progress: bool = False,
-    on_release: Callable[[int, Any], None] | None = None,
     _recorders: list[Any] | None = None,
     _sink: Any = None,
     force: bool = False,
@@ -130,7 +129,6 @@ def train_many(
             an in-memory ledger each); every upload is charged to it first.
         record: keep the transcript (what crossed the boundary) and the matching secrets.
         progress: tqdm bar (agent-episodes) on stderr.
-        on_release: called ``(config index, SealedRelease)`` after each upload (tests).
         force: run even when the estimated memory or time of the configs trained together
             exceeds this machine's limits (:mod:`ldp_audit.limits`).
 
@@ -153,11 +151,6 @@ def train_many(
                 rng=r,
                 accountants=None if accountants is None else [accountants[i] for i in idx],
                 record=record,
-                on_release=(
-                    None
-                    if on_release is None
-                    else (lambda j, rel, idx=idx: on_release(idx[j], rel))
-                ),
                 _recorders=_recorders,
                 _sink=bar,
                 force=force,
@@ -223,7 +216,6 @@ def train_batch(
     rng: np.random.Generator,
     accountants: Sequence[Charging] | None = None,
     record: bool = False,
-    on_release: Callable[[int, Any], None] | None = None,
     _recorders: list[Any] | None = None,
     _sink: Any = None,
     force: bool = False,
@@ -248,14 +240,15 @@ def train_batch(
     recs = [_Recorder(c, a, record) for c, a in zip(cfgs, accountants, strict=True)]
     if _recorders is not None:  # the caller writes what was released if training is interrupted
         _recorders.extend(recs)
-    return _Engine(cfgs, recs, rng, _sink, on_release).run()
+    return _Engine(cfgs, recs, rng, _sink).run()
 
 
 class _Engine:
     RUN, WAIT, STOP = 0, 1, 2
 
-    def __init__(self, cfgs: list[FrdConfig], recs: list[_Recorder], rng: np.random.Generator,
-                 bar: Any, on_release: Any) -> None:  # fmt: skip
+    def __init__(
+        self, cfgs: list[FrdConfig], recs: list[_Recorder], rng: np.random.Generator, bar: Any
+    ) -> None:
         import torch
 
         from ldp_audit.training.cartpole import PrivateGravityCartPole
@@ -263,7 +256,7 @@ class _Engine:
         self.torch = torch
         # where the distillation runs (the acting kernels and every random draw: the CPU)
         self.device = torch.device(batch_device(cfgs))
-        self.cfgs, self.recs, self.rng, self.bar, self.on_release = cfgs, recs, rng, bar, on_release
+        self.cfgs, self.recs, self.rng, self.bar = cfgs, recs, rng, bar
         # groups: (config index, group index); agents: (group, slot)
         gi = [(ci, g) for ci, c in enumerate(cfgs) for g in range(c.groups)]
         ai = [(G, a) for G, (ci, _) in enumerate(gi) for a in range(cfgs[ci].n_agents)]
@@ -523,8 +516,6 @@ class _Engine:
                 self.mem[a] = _NO_MEMORY
         self.uploads[agents] += 1
         self.rounds[G] += 1
-        if self.on_release is not None:
-            self.on_release(ci, rel)
 
     def _distil(self, agents: np.ndarray, states: np.ndarray, pol: np.ndarray,
                 c: FrdConfig) -> None:  # fmt: skip
