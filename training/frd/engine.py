@@ -527,8 +527,6 @@ class _Engine:
         engine's CPU generator, in the order the epochs use them. On the CPU the copies are the
         tensors the former in-place update gathered, so the bits are the same."""
         torch = self.torch
-        if states.shape[0] == 0:
-            raise InvalidParameterError("global proxy memory is empty: nothing to distil")
         idx = torch.from_numpy(np.asarray(agents, dtype=np.int64))
         target = np.stack([pol, 1.0 - pol], axis=1).astype(np.float32)
         n = states.shape[0]
