@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging, Transcript, release_with, require_sealed
-from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
+from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, PRIVATE_PARAMS, FrdConfig
 from ldp_audit.training.frd.nets import Nets, adam_step_rows, layer_views
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
 from ldp_audit.validation import check_int, check_rng
@@ -305,8 +305,6 @@ class _Engine:
             self.gravity, episode_steps=max(c.episode_steps for c in cfgs)
         )
         if self.varied:  # per-row constants (a gravity-only batch keeps Gymnasium's scalars)
-            from ldp_audit.training.frd.physics import set_row_constants
-
             set_row_constants(self.env, phys)
         self.steps_limit = per("episode_steps", np.int64)
         maxe = max(c.max_episodes for c in cfgs)
@@ -631,3 +629,37 @@ def batch_device(configs: Sequence[FrdConfig]) -> str:
             f"device fields: {sorted({c.device for c in configs})})"
         )
     return devs.pop()
+
+
+def set_row_constants(env: Any, values: Mapping[str, Any]) -> None:
+    """Give each row of ``env`` (a ``PrivateGravityCartPole`` of N rows) its own constants:
+    ``values[name]`` is an (N,) array of finite values > 0 for every name of
+    :data:`~ldp_audit.training.frd.config.PRIVATE_PARAMS` (the constants of the equations of
+    motion; gravity included: the wrapper's reset writes it per row).
+
+    :class:`ldp_audit.training.cartpole.PrivateGravityCartPole` steps Gymnasium's vectorised
+    ``CartPoleVectorEnv`` physics, whose step broadcasts every constant it reads (``gravity``,
+    ``masscart``, ``masspole``, ``total_mass``, ``length``, ``polemass_length``, ``force_mag``)
+    over the rows; the two quantities CartPole derives in its constructor (``total_mass =
+    masspole + masscart``, ``polemass_length = masspole * length``) are recomputed here."""
+    inner = getattr(env, "_env", None)
+    if inner is None or not hasattr(inner, "polemass_length"):
+        raise InvalidParameterError(
+            f"env must be a PrivateGravityCartPole (Gymnasium's CartPoleVectorEnv inside), got "
+            f"{type(env).__name__}"
+        )
+    n = int(env.num_envs)
+    arr: dict[str, np.ndarray] = {}
+    for name in PRIVATE_PARAMS:
+        if name not in values:
+            raise InvalidParameterError(f"values must give {name!r} per row, got {sorted(values)}")
+        a = np.asarray(values[name], dtype=np.float64)
+        if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a <= 0):
+            raise InvalidParameterError(
+                f"{name} must be ({n},) finite values > 0, got {values[name]!r}"
+            )
+        arr[name] = a.copy()
+    for name, a in arr.items():
+        setattr(inner, name, a)
+    inner.total_mass = arr["masspole"] + arr["masscart"]
+    inner.polemass_length = arr["masspole"] * arr["length"]
