@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as _gym
+import gymnasium as gym
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
@@ -75,8 +75,6 @@ def measure_iqr(*, seed: int = 0, steps: int = 20_000) -> np.ndarray:
     Returns:
         (4,) float64 array of ``q75 - q25`` per component.
     """
-    import gymnasium as gym
-
     rng = np.random.default_rng(seed)
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=seed)
@@ -244,7 +242,7 @@ class ObservationNoiseMechanism:
         }
 
 
-class ObservationNoise(_gym.ObservationWrapper):
+class ObservationNoise(gym.ObservationWrapper):
     """Gymnasium ``ObservationWrapper``: every observation goes through the mechanism.
 
     Args:
