@@ -55,7 +55,7 @@ def _old_train_many(cfgs, seed):
     for arch, r in zip(archs, rng.spawn(len(archs)), strict=True):
         idx = [i for i, c in enumerate(cfgs) if c.arch() == arch]
         recs = [_Recorder(cfgs[i], Accountant(ledger=Ledger(":memory:")), False) for i in idx]
-        for i, res in zip(idx, _Engine([cfgs[i] for i in idx], recs, r, None, None).run(),
+        for i, res in zip(idx, _Engine([cfgs[i] for i in idx], recs, r, None).run(),
                           strict=True):  # fmt: skip
             out[i] = res
     return out

@@ -66,7 +66,7 @@ def test_row_constants_step_like_gymnasiums_cartpole_with_that_constant():
     import gymnasium as gym
 
     from ldp_audit.training.cartpole import PrivateGravityCartPole
-    from ldp_audit.training.frd.physics import set_row_constants
+    from ldp_audit.training.frd.engine import set_row_constants
 
     n = 4
     vals = {k: np.full(n, v) for k, v in CARTPOLE_DEFAULTS.items()}

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
@@ -74,8 +75,6 @@ def measure_iqr(*, seed: int = 0, steps: int = 20_000) -> np.ndarray:
     Returns:
         (4,) float64 array of ``q75 - q25`` per component.
     """
-    import gymnasium as gym
-
     rng = np.random.default_rng(seed)
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=seed)
@@ -243,37 +242,30 @@ class ObservationNoiseMechanism:
         }
 
 
-try:  # the Gymnasium wrapper (gymnasium is a dependency of the training extra)
-    import gymnasium as _gym
+class ObservationNoise(gym.ObservationWrapper):
+    """Gymnasium ``ObservationWrapper``: every observation goes through the mechanism.
 
-    class ObservationNoise(_gym.ObservationWrapper):
-        """Gymnasium ``ObservationWrapper``: every observation goes through the mechanism.
+    Args:
+        env: a CartPole-like environment with (4,) observations.
+        mechanism: :class:`ObservationNoiseMechanism`.
+        rng: the noise generator (``numpy.random.Generator``).
 
-        Args:
-            env: a CartPole-like environment with (4,) observations.
-            mechanism: :class:`ObservationNoiseMechanism`.
-            rng: the noise generator (``numpy.random.Generator``).
+    The wrapper is for single environments and user code; the trainer
+    (:mod:`ldp_audit.training.dprl`) routes every observation of its vector environment
+    through ``ldp_audit.release.release`` (charged first) with the same mechanism.
+    """
 
-        The wrapper is for single environments and user code; the trainer
-        (:mod:`ldp_audit.training.dprl`) routes every observation of its vector environment
-        through ``ldp_audit.release.release`` (charged first) with the same mechanism.
-        """
+    def __init__(
+        self, env: Any, mechanism: ObservationNoiseMechanism, rng: np.random.Generator
+    ) -> None:
+        super().__init__(env)
+        if not isinstance(mechanism, ObservationNoiseMechanism):
+            raise InvalidParameterError(
+                f"mechanism must be an ObservationNoiseMechanism, got {type(mechanism).__name__}"
+            )
+        self.mechanism = mechanism
+        self.rng = check_rng(rng)
 
-        def __init__(
-            self, env: Any, mechanism: ObservationNoiseMechanism, rng: np.random.Generator
-        ) -> None:
-            super().__init__(env)
-            if not isinstance(mechanism, ObservationNoiseMechanism):
-                raise InvalidParameterError(
-                    f"mechanism must be an ObservationNoiseMechanism, got "
-                    f"{type(mechanism).__name__}"
-                )
-            self.mechanism = mechanism
-            self.rng = check_rng(rng)
-
-        def observation(self, observation: Any) -> np.ndarray:
-            x = np.asarray(observation, dtype=np.float64).reshape(1, -1)
-            return self.mechanism.privatize(x, self.rng)[0].astype(np.float32)
-
-except ImportError:  # pragma: no cover
-    ObservationNoise = None  # type: ignore[assignment,misc]
+    def observation(self, observation: Any) -> np.ndarray:
+        x = np.asarray(observation, dtype=np.float64).reshape(1, -1)
+        return self.mechanism.privatize(x, self.rng)[0].astype(np.float32)

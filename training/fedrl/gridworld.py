@@ -235,9 +235,7 @@ def generate_maps(
             raise InvalidParameterError(
                 f"density {density} leaves no two connected free cells in 1000 draws"
             )
-    shortest = batched_shortest(obstacles, a_start, b_start)
-    if (shortest < 1).any():  # pragma: no cover - same region by construction
-        raise InvalidParameterError("unreachable map generated (bug): beta not reachable")
+    shortest = batched_shortest(obstacles, a_start, b_start)  # >= 2: one region, apart
     perm = rng.permutation(n_maps)
     n_tr, n_va = int(round(0.8 * n_maps)), int(round(0.1 * n_maps))
     split = {

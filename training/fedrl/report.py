@@ -11,8 +11,6 @@ from matplotlib.figure import Figure
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.report.plugin import figure_png, section
 from ldp_audit.rundir.files import fmt_number
-from ldp_audit.training.fedrl.gridworld import N_ACTIONS
-from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
 
 PAPER_TABLE1 = {
     "SuccRate": {
@@ -51,12 +49,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     cfg, metrics = rd.config.get("config", {}), rd.metrics()
     size = int(cfg.get("size", metrics.get("size", 8)))
     sections: list[dict[str, Any]] = []
-    mech = OutputMechanism(
-        float(cfg.get("sigma", 0.0)), cfg.get("clip_outputs"), N_ACTIONS, float(cfg["delta"])
-    )
-    ymech = TargetMechanism(
-        float(cfg.get("target_sigma", 0.0)), cfg.get("clip_targets"), float(cfg["delta"])
-    )
+    run_cfg = rd.train_config  # the run's FedRLConfig
+    mech, ymech = run_cfg.output_mechanism(), run_cfg.target_mechanism()
     priv = metrics.get("privacy", [])
     paras = [
         "Every Q output an agent sends is a release charged to that agent's ledger before the "

@@ -12,7 +12,8 @@ What is trained (``../shared/papers/cha-2019-federated-reinforcement-distillatio
   {9.7, 9.8, 9.9}), or another private CartPole constant (``private_param``: masscart,
   masspole, length, force_mag); its CartPole is
   :class:`ldp_audit.training.cartpole.PrivateGravityCartPole` (Gymnasium's vectorised physics,
-  one row per agent; other constants per row by :mod:`ldp_audit.training.frd.physics`).
+  one row per agent; other constants per row by
+  :func:`ldp_audit.training.frd.engine.set_row_constants`).
 * **Proxy experience memory** (section 3): each state component in ``proxy_dims`` is cut evenly
   into ``sections`` (S) sections over a declared range (``state_low``/``state_high``); a state
   outside the range is clipped into it and counted (``clipped_states`` in the metrics). Cells are
@@ -57,8 +58,8 @@ Where things are (this package gives the public names of ``__all__``; the rest i
 from its module): ``config``
 (:class:`FrdConfig`, Table 1, the private parameter's validation), ``proxy`` (grid, LDP upload,
 server average), ``nets`` (stacked networks, per-agent Adam, parameter layout and
-policy for the attack), ``engine`` (the batched loop, :class:`FrdResult`), ``run`` (:func:`train`
-with a run directory, report sections), ``physics`` (per-row CartPole constants), ``trends``
+policy for the attack), ``engine`` (the batched loop, :class:`FrdResult`, per-row CartPole
+constants), ``run`` (:func:`train` with a run directory, report sections), ``trends``
 (the reproduction's exact tests of the paper's trends).
 """
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging, Transcript, release_with, require_sealed
-from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
+from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, PRIVATE_PARAMS, FrdConfig
 from ldp_audit.training.frd.nets import Nets, adam_step_rows, layer_views
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
 from ldp_audit.validation import check_int, check_rng
@@ -112,7 +112,6 @@ def train_many(
     accountants: Sequence[Charging] | None = None,
     record: bool = False,
     progress: bool = False,
-    on_release: Callable[[int, Any], None] | None = None,
     _recorders: list[Any] | None = None,
     _sink: Any = None,
     force: bool = False,
@@ -130,7 +129,6 @@ def train_many(
             an in-memory ledger each); every upload is charged to it first.
         record: keep the transcript (what crossed the boundary) and the matching secrets.
         progress: tqdm bar (agent-episodes) on stderr.
-        on_release: called ``(config index, SealedRelease)`` after each upload (tests).
         force: run even when the estimated memory or time of the configs trained together
             exceeds this machine's limits (:mod:`ldp_audit.limits`).
 
@@ -153,11 +151,6 @@ def train_many(
                 rng=r,
                 accountants=None if accountants is None else [accountants[i] for i in idx],
                 record=record,
-                on_release=(
-                    None
-                    if on_release is None
-                    else (lambda j, rel, idx=idx: on_release(idx[j], rel))
-                ),
                 _recorders=_recorders,
                 _sink=bar,
                 force=force,
@@ -223,7 +216,6 @@ def train_batch(
     rng: np.random.Generator,
     accountants: Sequence[Charging] | None = None,
     record: bool = False,
-    on_release: Callable[[int, Any], None] | None = None,
     _recorders: list[Any] | None = None,
     _sink: Any = None,
     force: bool = False,
@@ -248,14 +240,15 @@ def train_batch(
     recs = [_Recorder(c, a, record) for c, a in zip(cfgs, accountants, strict=True)]
     if _recorders is not None:  # the caller writes what was released if training is interrupted
         _recorders.extend(recs)
-    return _Engine(cfgs, recs, rng, _sink, on_release).run()
+    return _Engine(cfgs, recs, rng, _sink).run()
 
 
 class _Engine:
     RUN, WAIT, STOP = 0, 1, 2
 
-    def __init__(self, cfgs: list[FrdConfig], recs: list[_Recorder], rng: np.random.Generator,
-                 bar: Any, on_release: Any) -> None:  # fmt: skip
+    def __init__(
+        self, cfgs: list[FrdConfig], recs: list[_Recorder], rng: np.random.Generator, bar: Any
+    ) -> None:
         import torch
 
         from ldp_audit.training.cartpole import PrivateGravityCartPole
@@ -263,7 +256,7 @@ class _Engine:
         self.torch = torch
         # where the distillation runs (the acting kernels and every random draw: the CPU)
         self.device = torch.device(batch_device(cfgs))
-        self.cfgs, self.recs, self.rng, self.bar, self.on_release = cfgs, recs, rng, bar, on_release
+        self.cfgs, self.recs, self.rng, self.bar = cfgs, recs, rng, bar
         # groups: (config index, group index); agents: (group, slot)
         gi = [(ci, g) for ci, c in enumerate(cfgs) for g in range(c.groups)]
         ai = [(G, a) for G, (ci, _) in enumerate(gi) for a in range(cfgs[ci].n_agents)]
@@ -312,8 +305,6 @@ class _Engine:
             self.gravity, episode_steps=max(c.episode_steps for c in cfgs)
         )
         if self.varied:  # per-row constants (a gravity-only batch keeps Gymnasium's scalars)
-            from ldp_audit.training.frd.physics import set_row_constants
-
             set_row_constants(self.env, phys)
         self.steps_limit = per("episode_steps", np.int64)
         maxe = max(c.max_episodes for c in cfgs)
@@ -523,8 +514,6 @@ class _Engine:
                 self.mem[a] = _NO_MEMORY
         self.uploads[agents] += 1
         self.rounds[G] += 1
-        if self.on_release is not None:
-            self.on_release(ci, rel)
 
     def _distil(self, agents: np.ndarray, states: np.ndarray, pol: np.ndarray,
                 c: FrdConfig) -> None:  # fmt: skip
@@ -536,8 +525,6 @@ class _Engine:
         engine's CPU generator, in the order the epochs use them. On the CPU the copies are the
         tensors the former in-place update gathered, so the bits are the same."""
         torch = self.torch
-        if states.shape[0] == 0:
-            raise InvalidParameterError("global proxy memory is empty: nothing to distil")
         idx = torch.from_numpy(np.asarray(agents, dtype=np.int64))
         target = np.stack([pol, 1.0 - pol], axis=1).astype(np.float32)
         n = states.shape[0]
@@ -642,3 +629,37 @@ def batch_device(configs: Sequence[FrdConfig]) -> str:
             f"device fields: {sorted({c.device for c in configs})})"
         )
     return devs.pop()
+
+
+def set_row_constants(env: Any, values: Mapping[str, Any]) -> None:
+    """Give each row of ``env`` (a ``PrivateGravityCartPole`` of N rows) its own constants:
+    ``values[name]`` is an (N,) array of finite values > 0 for every name of
+    :data:`~ldp_audit.training.frd.config.PRIVATE_PARAMS` (the constants of the equations of
+    motion; gravity included: the wrapper's reset writes it per row).
+
+    :class:`ldp_audit.training.cartpole.PrivateGravityCartPole` steps Gymnasium's vectorised
+    ``CartPoleVectorEnv`` physics, whose step broadcasts every constant it reads (``gravity``,
+    ``masscart``, ``masspole``, ``total_mass``, ``length``, ``polemass_length``, ``force_mag``)
+    over the rows; the two quantities CartPole derives in its constructor (``total_mass =
+    masspole + masscart``, ``polemass_length = masspole * length``) are recomputed here."""
+    inner = getattr(env, "_env", None)
+    if inner is None or not hasattr(inner, "polemass_length"):
+        raise InvalidParameterError(
+            f"env must be a PrivateGravityCartPole (Gymnasium's CartPoleVectorEnv inside), got "
+            f"{type(env).__name__}"
+        )
+    n = int(env.num_envs)
+    arr: dict[str, np.ndarray] = {}
+    for name in PRIVATE_PARAMS:
+        if name not in values:
+            raise InvalidParameterError(f"values must give {name!r} per row, got {sorted(values)}")
+        a = np.asarray(values[name], dtype=np.float64)
+        if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a <= 0):
+            raise InvalidParameterError(
+                f"{name} must be ({n},) finite values > 0, got {values[name]!r}"
+            )
+        arr[name] = a.copy()
+    for name, a in arr.items():
+        setattr(inner, name, a)
+    inner.total_mass = arr["masspole"] + arr["masscart"]
+    inner.polemass_length = arr["masspole"] * arr["length"]
