@@ -16,11 +16,12 @@ from scipy.stats import binomtest, norm
 
 from ldp_audit.cli import main as cli
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.report.markdown import unwrap_markdown, wrap_markdown
+from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training import committed_reports as C
 from ldp_audit.training import reproduction_check as K
 from ldp_audit.training import reproduction_statement as S
 from ldp_audit.training.reproduction import machine_fingerprint
+from tests.markdown_unwrap import unwrap_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = [p.split("/", 1)[1] for p in C.COMMITTED]

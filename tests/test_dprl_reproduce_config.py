@@ -62,7 +62,7 @@ def test_reproduce_options_give_the_committed_settings(
     doc = json.loads((REPORT / "results.json").read_text())
     shown = doc["command"]
     assert "--noise-multiplier" in shown
-    from ldp_audit.report.markdown import unwrap_markdown
+    from tests.markdown_unwrap import unwrap_markdown
 
     assert f"`{shown}`" in unwrap_markdown((REPORT / "README.md").read_text())
     argv = shown.split()[3:]  # after "ldp-audit reproduce dprl"

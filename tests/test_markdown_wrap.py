@@ -9,7 +9,8 @@ from pathlib import Path
 import markdown
 import pytest
 
-from ldp_audit.report.markdown import WIDTH, unwrap_markdown, wrap_markdown
+from ldp_audit.report.markdown import WIDTH, wrap_markdown
+from tests.markdown_unwrap import unwrap_markdown
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -313,4 +313,4 @@ def test_the_core_modules_that_import_attacks_are_a_ratchet() -> None:
             mods += [n.module] if isinstance(n, ast.ImportFrom) and n.module else []
             if any(m == "ldp_audit.attacks" or m.startswith("ldp_audit.attacks.") for m in mods):
                 users.add(rel)
-    assert users == {"ldp_audit/opacus/scoring.py", "ldp_audit/opacus/family.py"}
+    assert users == {"ldp_audit/opacus/scoring.py"}

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.report.markdown import unwrap_markdown
 from ldp_audit.training.pgc_a3c import reproduce, reproduce_report
+from tests.markdown_unwrap import unwrap_markdown
 
 
 def _fake_engine(success_at: dict[str, int]):

@@ -52,10 +52,10 @@ The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary desi
 :mod:`~ldp_audit.opacus.embed` (the audit embedded in a trainer's own run directory and ledger,
 ``CanaryAudit(accountant=..., writer=...)``: :class:`AuditRecords`; ``train dprl`` uses it),
 :mod:`~ldp_audit.opacus.writer` (the run directory), :mod:`~ldp_audit.opacus.scoring` (the
-audit of a run's evidence, a stand-alone run's or a trainer's such as ``train dprl``; the
-report sections), :mod:`~ldp_audit.opacus.family` (the stated-family bound
-beside the assumption-free one), :mod:`~ldp_audit.opacus.ledger_accountant` (Opacus's accountant
-door: ``PrivacyEngine(accountant=register_ledger_accountant(path))``, imported from that module
+audit of a run's evidence, a stand-alone run's or a trainer's such as ``train dprl``, with the
+stated-family bound beside the assumption-free one; the report sections),
+:mod:`~ldp_audit.opacus.ledger_accountant` (Opacus's accountant door:
+``PrivacyEngine(accountant=register_ledger_accountant(path))``, imported from that module
 because it loads Opacus) and
 :mod:`~ldp_audit.opacus.system` (the ``opacus`` system and the digits example). This package
 gives the public names of ``__all__``; every other name is imported from the module that

@@ -386,6 +386,47 @@ def _joined(first: dict, second: dict, level: float, *others: dict, **more: Any)
     return {**first, **verdict(level, *[p for p in parts if p is not None]), **more}
 
 
+def _family_bound(
+    run_dir: Path,
+    *,
+    projections: np.ndarray | None,
+    scores: np.ndarray,
+    included: np.ndarray,
+    sample_rate: float,
+    delta: float,
+    confidence: float,
+    claimed_epsilon: float,
+) -> dict[str, Any] | None:
+    """The stated-family bound of a run, beside the assumption-free one (None when the run has
+    one class of canaries only): white-box gradient canaries' ``projections`` (the released
+    updates on their directions) give :func:`~ldp_audit.attacks.one_run_family.sgm_family_bound`
+    with the audit's joins (the subsampled-Gaussian family); every other setting (``projections``
+    None: black-box, input canaries, no update) the mu-GDP bound of ``scores``
+    (:func:`~ldp_audit.attacks.one_run_family.gdp_family_bound`). A lower confidence bound on
+    epsilon *under the assumption it names*: compared with the claim (``refuted``), it does not
+    enter the assumption-free verdict (``flagged_by``)."""
+    from ldp_audit.attacks.one_run_family import gdp_family_bound, sgm_family_bound
+    from ldp_audit.rundir import RunDir
+
+    inc = np.asarray(included, dtype=bool)
+    if not (inc.any() and (~inc).any()):
+        return None
+    if projections is not None:
+        joins = RunDir(run_dir).secrets("canary_joins", for_scoring=True)["canary_joins"]
+        out = sgm_family_bound(projections, np.asarray(joins, dtype=bool), inc,
+                               sample_rate=sample_rate, delta=delta,
+                               confidence=confidence)  # fmt: skip
+    else:
+        out = gdp_family_bound(scores, inc, delta=delta, confidence=confidence)
+    lb = float(out["epsilon_lower_bound"])
+    claim = float(claimed_epsilon)
+    out["claimed_epsilon"] = claim
+    out["ratio_to_claim"] = (lb / claim) if 0 < claim < math.inf else None
+    out["refuted"] = bool(lb > claim * (1.0 + 1e-12))
+    out["level"] = 1.0 - float(out["confidence"])
+    return out
+
+
 def _decided_by(tests: dict[str, dict | None]) -> str | None:
     """The flagged test with the smallest p / level (None when no test flagged)."""
 
@@ -523,9 +564,7 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
             not_run.setdefault(k, why)
     _witness(tests)
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
-    from ldp_audit.opacus.family import family_bound
-
-    family = family_bound(run_dir, projections=y if white and T and kind == "gradient" else None,
+    family = _family_bound(run_dir, projections=y if white and T and kind == "gradient" else None,
                           scores=scores, included=included, sample_rate=q, delta=delta,
                           confidence=confidence, claimed_epsilon=eps_ub)  # fmt: skip
     mm = membership_metrics(scores, included) if both else {"auc": None, "advantage": 0.0,

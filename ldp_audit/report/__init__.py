@@ -204,7 +204,7 @@ def build_report(
         return Report(model=model, figures=dict(part.figures))
     from ldp_audit.report import _plots
 
-    figs = {"ledger": _plots.ledger_figure(data, ledger, model, releases=part.releases)}
+    figs = {"ledger": _plots.ledger_figure(ledger, model, releases=part.releases)}
     for name in ("audit", "profile", "tradeoff", "attack"):  # each one the model has data for
         if (png := getattr(_plots, f"{name}_figure")(model)) is not None:
             figs[name] = png

@@ -15,7 +15,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ldp_audit.report._ledger import LedgerStats
-from ldp_audit.report._load import RunData
 from ldp_audit.report.markdown import count_noun as plural
 
 _BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
@@ -116,7 +115,6 @@ def spend_over_releases(releases: list[str], led: LedgerStats) -> tuple[np.ndarr
 
 
 def ledger_figure(
-    run: RunData,
     led: LedgerStats,
     model: dict[str, Any] | None = None,
     releases: list[str] | None = None,

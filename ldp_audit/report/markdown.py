@@ -6,8 +6,7 @@ line break is a space in Markdown); in a terminal, a diff or a code review it no
 the screen. Tables, code blocks, headings, images and HTML are left as they are (a table row
 cannot be wrapped); a list item's or block quote's continuation lines keep its indentation or
 ``>``; a hard line break (two trailing spaces) stays at the end of its paragraph's last line.
-:func:`unwrap_markdown` joins the continuation lines back, for a program that reads a page
-line by line. :func:`md_table` writes a table's lines (the core report's and the reproduction
+:func:`md_table` writes a table's lines (the core report's and the reproduction
 READMEs' tables alike).
 """
 
@@ -18,7 +17,7 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["WIDTH", "md_table", "unwrap_markdown", "wrap_markdown"]
+__all__ = ["WIDTH", "md_table", "wrap_markdown"]
 
 #: the column prose is wrapped at (the project's line length)
 WIDTH = 100
@@ -74,32 +73,6 @@ def wrap_markdown(text: str, width: int = WIDTH) -> str:
             out.append(line)
         else:
             out.extend(_wrap(line, width))
-    return "\n".join(out)
-
-
-def unwrap_markdown(text: str) -> str:
-    """Join every line that continues the paragraph, list item or quote above it (the inverse
-    of :func:`wrap_markdown` for reading; hand-wrapped prose is joined too). A hard break, a
-    blank line, a new list item, a heading, a table or a fence starts a new line."""
-    out: list[str] = []
-    for line, prose in _prose_lines(text):
-        stripped = line.strip()
-        prev = out[-1] if out else ""
-        joinable = (
-            prose
-            and stripped
-            and prev.strip()
-            and not prev.endswith("  ")
-            and not prev.lstrip().startswith(_KEEP)
-            and not stripped.startswith(_KEEP)
-            and not _LIST.match(line)
-        )
-        if joinable:
-            q = _QUOTE.match(line)
-            piece = (line[len(q.group(0)) :] if q else line).lstrip()  # a hard break stays
-            out[-1] = prev.rstrip() + " " + piece
-        else:
-            out.append(line)
     return "\n".join(out)
 
 
