@@ -58,7 +58,7 @@ from ldp_audit.accountant.ledger_format import (
     AgentState,
     LedgerIntegrityError,
     LedgerReadOnlyError,
-    check_rows,
+    check_scope,
     check_text,
     genesis_hash,
     head_message,
@@ -430,8 +430,17 @@ class Ledger(LedgerQueries):
         """Append raw ``(agent, event_json[, scope])`` rows in one durable transaction.
 
         No budget check: ``Accountant.charge`` is the way to spend budget. Returns the row count.
+        Each row is refused with a message naming the field unless well typed (``check_text``);
+        scope "local" when left out.
         """
-        return self.charge_rows(check_rows(rows, run_id), run_id=run_id)
+        norm = []
+        for row in rows:
+            agent = check_text(row[0], "agent id in rows", agent=True)
+            event = check_text(row[1], "event_json in rows")
+            norm.append((agent, event, check_scope(row[2] if len(row) > 2 else "local")))
+        if run_id is not None:
+            check_text(run_id, "run_id")
+        return self.charge_rows(norm, run_id=run_id)
 
     # ---- metadata ----------------------------------------------------------------------------
 
