@@ -683,20 +683,16 @@ def test_ledger_text_sqlite_cannot_hold_is_refused_by_name(
     assert len(acc.ledger) == 0 and acc.ledger.verify()["ok"]
 
 
-def test_an_old_ledgers_nul_agent_is_accounted_not_read_as_zero(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A ledger written before NUL ids were refused (an older version; here: the row check
-    switched off) holds its rows in full: every full read counts them, and a per-agent read,
-    which would have read 0 spend, refuses the id, so no budget is bypassed."""
+def test_an_old_ledgers_nul_agent_is_accounted_not_read_as_zero(tmp_path: Path) -> None:
+    """A ledger written before NUL ids were refused (an older version; here: rows written with
+    ``charge_rows``, which takes its rows as given, without ``append``'s check) holds its rows
+    in full: every full read counts them, and a per-agent read, which would have read 0 spend,
+    refuses the id, so no budget is bypassed."""
     from ldp_audit import accountant as A
-    from ldp_audit.accountant import ledger as ledger_mod
 
     path = str(tmp_path / "old.sqlite")
-    with monkeypatch.context() as m:
-        m.setattr(ledger_mod, "check_rows", lambda rows, run_id: list(rows))
-        with A.Ledger(path) as old:
-            old.append([("x\x00y", _EV, "local"), ("x\x00y", _EV, "local"), ("x", _EV, "local")])
+    with A.Ledger(path) as old:
+        old.charge_rows([("x\x00y", _EV, "local"), ("x\x00y", _EV, "local"), ("x", _EV, "local")])
     acc = A.Accountant(ledger=A.Ledger(path, verify="full"), budget=1.5)
     assert acc.spent_all() == {"x\x00y": 2.0, "x": 1.0}
     assert acc.ledger.verify()["ok"] and acc.agents() == ["x", "x\x00y"]

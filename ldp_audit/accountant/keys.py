@@ -225,10 +225,8 @@ def check_key_outside(
         KeyFileError: the key file (existing or to be created) lies inside ``folder``.
         LedgerError: the marks' folder does (:func:`check_heads_outside`).
     """
-    path = key_file_path()
-    if path is None:
-        return check_heads_outside(folder, what, near)
-    if is_inside(path, folder, near):
+    path = key_file_path()  # None: the key is in LDP_AUDIT_KEY itself
+    if path is not None and is_inside(path, folder, near):
         raise KeyFileError(
             f"the ledger key file {str(path)!r} is inside {what} {str(folder)!r}: the run "
             f"would carry its own key, and a key beside the evidence authenticates nothing; "

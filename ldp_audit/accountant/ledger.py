@@ -10,9 +10,9 @@ row 1 from a per-ledger random id); the head, the metadata and every agent's sta
 key kept outside the run directory (:mod:`~ldp_audit.accountant.keys`), so that the state is
 bound to the chain position it summarises; every read of spend checked (checksums, totals, the
 agent's last chained row, its MAC); on open, the chain's tail re-hashed; ``verify()`` walks the
-whole chain (:mod:`~ldp_audit.accountant.ledger_verify`); ``begin_replay()`` makes a resumed
+whole chain (:mod:`~ldp_audit.accountant.ledger_queries`); ``begin_replay()`` makes a resumed
 run's charges match the rows already here instead of charging twice
-(:mod:`~ldp_audit.accountant.ledger_replay`). An edited, deleted or reordered row, a state
+(:mod:`~ldp_audit.accountant.ledger_write`). An edited, deleted or reordered row, a state
 edited apart from its chain, or a lost journal is a :class:`LedgerIntegrityError`, never a
 silently lower spend. Without the key, reads work and say so (``authenticated``, ``auth_note``),
 and nothing is charged. A ledger replaced by an older *complete* copy, or a copy charged on its
@@ -58,7 +58,7 @@ from ldp_audit.accountant.ledger_format import (
     AgentState,
     LedgerIntegrityError,
     LedgerReadOnlyError,
-    check_rows,
+    check_scope,
     check_text,
     genesis_hash,
     head_message,
@@ -70,8 +70,7 @@ from ldp_audit.accountant.ledger_marks import (
     check_writable,
     reading_unverified,
 )
-from ldp_audit.accountant.ledger_queries import LedgerQueries
-from ldp_audit.accountant.ledger_replay import Replay, before
+from ldp_audit.accountant.ledger_queries import LedgerQueries, identify, resolve_key, verify_open
 from ldp_audit.accountant.ledger_sqlite import (
     META_TABLE,
     SqliteStore,
@@ -82,8 +81,7 @@ from ldp_audit.accountant.ledger_store import (
     RowStore,
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
-from ldp_audit.accountant.ledger_verify import identify, resolve_key, verify_open
-from ldp_audit.accountant.ledger_write import ChainWriter
+from ldp_audit.accountant.ledger_write import ChainWriter, Replay, before
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
 __all__ = ["Ledger", "TallyLedger"]
@@ -393,7 +391,7 @@ class Ledger(LedgerQueries):
 
     def begin_replay(self) -> int:
         """Resume a run: the next charges are matched, in order, against the rows already here
-        and written only past them (:mod:`ldp_audit.accountant.ledger_replay`): a resumed run
+        and written only past them (:mod:`ldp_audit.accountant.ledger_write`): a resumed run
         never charges a release twice.
 
         Returns:
@@ -432,8 +430,17 @@ class Ledger(LedgerQueries):
         """Append raw ``(agent, event_json[, scope])`` rows in one durable transaction.
 
         No budget check: ``Accountant.charge`` is the way to spend budget. Returns the row count.
+        Each row is refused with a message naming the field unless well typed (``check_text``);
+        scope "local" when left out.
         """
-        return self.charge_rows(check_rows(rows, run_id), run_id=run_id)
+        norm = []
+        for row in rows:
+            agent = check_text(row[0], "agent id in rows", agent=True)
+            event = check_text(row[1], "event_json in rows")
+            norm.append((agent, event, check_scope(row[2] if len(row) > 2 else "local")))
+        if run_id is not None:
+            check_text(run_id, "run_id")
+        return self.charge_rows(norm, run_id=run_id)
 
     # ---- metadata ----------------------------------------------------------------------------
 

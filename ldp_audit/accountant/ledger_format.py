@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +43,6 @@ __all__ = [
     "integrity_error",
     "check_scope",
     "check_text",
-    "check_rows",
 ]
 
 APPLICATION = "ldp-audit privacy ledger"
@@ -98,21 +96,6 @@ def check_text(value: Any, name: str, *, agent: bool = False) -> str:
         what = "a non-empty string without NUL or" if agent else "a string without"
         raise InvalidParameterError(f"{name} must be {what} lone surrogates, got {value!r}")
     return value
-
-
-def check_rows(
-    rows: Iterable[tuple[str, str]] | Iterable[tuple[str, str, str]], run_id: str | None
-) -> list[tuple[str, str, str]]:
-    """Raw ``(agent, event_json[, scope])`` rows as ``(agent, event, scope)`` (scope "local" when
-    left out), refused with a message naming the field unless well typed (``check_text``)."""
-    norm = []
-    for row in rows:
-        agent = check_text(row[0], "agent id in rows", agent=True)
-        event = check_text(row[1], "event_json in rows")
-        norm.append((agent, event, check_scope(row[2] if len(row) > 2 else "local")))
-    if run_id is not None:
-        check_text(run_id, "run_id")
-    return norm
 
 
 # ---- hashing, checksums, MAC messages ----------------------------------------------------------

@@ -514,16 +514,12 @@ class SqliteStore(RowStore):
 
         Reads inside see every committed charge and no other process can commit until this
         transaction ends. Any exception rolls back. The commit returns once the main file holds
-        the transaction and is synced (rollback journal, ``synchronous=FULL``).
+        the transaction and is synced (rollback journal, ``synchronous=FULL``). A nested write
+        and a write of a read-only ledger are refused by :class:`Ledger` first (its
+        ``_transaction``, the one caller besides :meth:`initialise`); here SQLite's own refusal
+        is the ``LedgerError`` it means (:meth:`wrap`).
         """
         with self._lock:
-            if self._in_tx:
-                raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
-            if self.readonly:
-                raise LedgerReadOnlyError(
-                    f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
-                    f"folder is not writable): nothing can be charged"
-                )
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:  # busy: "cannot take the write lock, the ledger is busy"

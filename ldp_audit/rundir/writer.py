@@ -140,6 +140,8 @@ class RunWriter:
         unpin_run(self.path)  # what a check saw of an earlier run here is not this run
         if mode == "resume":
             self._prepare_resume(cfg_doc)
+            self.config_doc, self._finished = cfg_doc, False
+            _UNFINISHED.add(self)
         else:
             check_new_dir(self.path, name="run_dir", overwrite=(mode == "overwrite"))
             if mode == "overwrite" and self.path.exists():
@@ -151,9 +153,6 @@ class RunWriter:
             self.config_doc, self._finished = cfg_doc, False
             _UNFINISHED.add(self)  # before config.json: a signal inside its write is caught too
             write_json_file(self.path / "config.json", cfg_doc)
-        self.config_doc = cfg_doc
-        self._finished = False
-        _UNFINISHED.add(self)
 
     def _prepare_resume(self, cfg_doc: dict[str, Any]) -> None:
         p = self.path
