@@ -263,9 +263,12 @@ def _witness(tests: dict[str, dict | None]) -> None:
         "contribution": [(True, "a joining canary contributed {contribution:.3g} C (sd "
                           "{contribution_sd:.2g}) along its direction; the claim: 1 C", con)
                          for con in [tests.get("contribution") or {}] if "contribution" in con],
-        "sampling": [(True, "mean batch {mean_batch:.4g} (the claim {expected_batch:.4g}), "
-                      "dispersion {dispersion_ratio:.3g} times Bin(N, q)'s", sm)
-                     for sm in [tests.get("sampling") or {}] if "mean_batch" in sm],
+        "sampling": [x for sm in [tests.get("sampling") or {}] if "mean_batch" in sm for x in [
+            (True, "mean batch {mean_batch:.4g} (the claim {expected_batch:.4g}), dispersion "
+             "{dispersion_ratio:.3g} times Bin(N, q)'s", sm),
+            (sm.get("p_repeat", 1.0) <= sm["level"] / 3, "batch sizes equal at lag {repeat_lag} "
+             "in {repeat_matches} of {repeat_pairs} disjoint pairs (chance {repeat_chance:.3g} "
+             "each): the same batches again", sm)]],
     }  # fmt: skip
     for k, parts in words.items():
         t = tests.get(k)
