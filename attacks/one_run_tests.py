@@ -205,6 +205,10 @@ def contribution_test(
                    contribution=S / ((1.0 - q) * K), contribution_sd=sd, joins=K)  # fmt: skip
 
 
+MAX_LAG = 1024
+"""The sampling test's longest lag of repeated batch sizes (an epoch of up to 1,024 updates)."""
+
+
 def sampling_test(
     batch_sizes: Any,
     *,
@@ -217,11 +221,14 @@ def sampling_test(
     """Are the data batch sizes those of Poisson sampling at the claimed rate?
 
     Under the claim (each of ``N`` records joins each update independently with rate ``q``) the
-    sizes are i.i.d. ``Bin(N, q)``, whatever the data. Two two-sided statistics, Bonferroni
-    inside: the total (exactly ``Bin(N T, q)``) and the dispersion ``sum_t (n_t - N q)^2``
+    sizes are i.i.d. ``Bin(N, q)``, whatever the data. Three parts, Bonferroni inside: the
+    total (exactly ``Bin(N T, q)``) and the dispersion ``sum_t (n_t - N q)^2``
     (Monte Carlo p-value ``(1 + #{sim at least as extreme}) / (1 + R)`` from ``R`` simulated
-    runs, exact for any ``R``; the generator is seeded, so the audit is reproducible). Fixed-size
-    (shuffled) batches have no dispersion; a larger true rate moves the total.
+    runs, exact for any ``R``; the generator is seeded, so the audit is reproducible), and
+    (session 53) sizes repeating at a lag: at each lag k up to ``min(T / 2, MAX_LAG)``, the pairs
+    ``(t, t + k)`` with ``t // k`` even are equal as ``Bin(m, s)``, ``s = sum_b P(b)^2``, upper
+    tail, Bonferroni over the lags. Fixed-size (shuffled) batches have no dispersion; a larger
+    true rate moves the total; a loader reseeded each epoch repeats its sizes at the epoch.
     """
     from scipy.stats import binom
 
@@ -248,5 +255,19 @@ def sampling_test(
     hi = (1 + int((sims >= disp).sum())) / (1 + simulations)
     p_disp = min(1.0, 2.0 * min(lo, hi))
     ratio = disp / (T * N * q * (1 - q)) if 0 < q < 1 else None
-    return verdict(level, p_tot, p_disp, p_total=p_tot, p_dispersion=p_disp, mean_batch=tot / T,
-                   expected_batch=N * q, dispersion_ratio=ratio)  # fmt: skip
+    # sizes repeating at a lag (a loader reseeded each epoch): at lag k the pairs (t, t + k) with
+    # t // k even are disjoint, so their matches are exactly Bin(m, s), s = P(two sizes equal)
+    # (sizes beyond 1e-15 of either tail bound their share of s by their mass)
+    b = np.arange(int(binom.ppf(1e-15, N, q)), int(binom.isf(1e-15, N, q)) + 1)
+    same = min(1.0, float((binom.pmf(b, N, q) ** 2).sum()) + 2e-15)
+    rep = []
+    for k in range(1, min(T // 2, MAX_LAG) + 1):
+        t = np.flatnonzero(np.arange(T - k) // k % 2 == 0)
+        hits = int((n[t] == n[t + k]).sum())
+        rep.append((float(binom.sf(hits - 1, t.size, same)), k, hits, t.size))
+    p_rep, lag, hits, pairs = min(rep, default=(1.0, None, 0, 0))
+    p_rep = min(1.0, len(rep) * p_rep)
+    return verdict(level, p_tot, p_disp, p_rep, p_total=p_tot, p_dispersion=p_disp,
+                   mean_batch=tot / T, expected_batch=N * q, dispersion_ratio=ratio,
+                   p_repeat=p_rep, repeat_lag=lag, repeat_matches=hits, repeat_pairs=pairs,
+                   repeat_chance=same)  # fmt: skip

@@ -100,6 +100,14 @@ and one missed in session 52's probe, flagged since by the offset test:
 * :class:`NeighbourCorrelatedNoise`: noise ``(z_i + c z_{i+1}) / sqrt(1 + c^2)`` along each
   flattened tensor (circular; neighbour correlation ``RHO``, 0.15), every std and every
   update's freshness right.
+
+and two missed in session 53's probe, flagged since by the raw-gradient probe's zero batches
+released from advancing generator states:
+
+* :class:`DataSeededNoise`: the noise generator seeded from the clipped sum (a hash of the
+  data): every std and every update's freshness right, the release a function of the data;
+* :class:`OneCoordinateUnnoised`: the first coordinate of the first tensor released without
+  noise, every other coordinate right.
 """
 
 from __future__ import annotations
@@ -610,6 +618,27 @@ class NeighbourCorrelatedNoise(DPOptimizer):
         _release(self, z)
 
 
+class DataSeededNoise(DPOptimizer):
+    """The noise drawn from a generator seeded with the clipped sum's total (a hash of the
+    data): fresh-looking noise of the claimed std in every update, yet no randomness at all."""
+
+    def add_noise(self) -> None:
+        total = float(sum(p.summed_grad.double().sum() for p in self.params))
+        gen = torch.Generator().manual_seed(int(abs(total) * 1e6) % 2**31)
+        std = self.noise_multiplier * self.max_grad_norm
+        _release(self, [gaussian_noise(std, p.summed_grad.shape, p.summed_grad.dtype, gen)
+                        for p in self.params])  # fmt: skip
+
+
+class OneCoordinateUnnoised(DPOptimizer):
+    """The first coordinate of the first tensor released without noise (one of 4,258)."""
+
+    def add_noise(self) -> None:
+        z = [_noise(self, p, self.noise_multiplier * self.max_grad_norm) for p in self.params]
+        z[0].view(-1)[0] = 0.0
+        _release(self, z)
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -650,4 +679,6 @@ BROKEN = {
     "noise std sigma times the batch's largest clipped norm": (NoiseToTheLargestNorm, "clipping"),
     "noise rounded to bfloat16 before it is added": (NoiseRoundedToBfloat16, "noise"),
     "per-sample norms above 50 C left unclipped": (HugeNormsUnclipped, "clipping"),
+    "noise generator seeded from the data": (DataSeededNoise, "clipping"),
+    "one coordinate released without noise": (OneCoordinateUnnoised, "clipping"),
 }

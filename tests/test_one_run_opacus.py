@@ -98,3 +98,19 @@ def test_sampling_test_sound_on_poisson_and_flags_fixed_batches() -> None:
     assert fixed["rejected"] and fixed["dispersion_ratio"] == 0.0
     double = sampling_test(rng.binomial(200, 0.1, 40), dataset_size=200, sample_rate=0.05)
     assert double["rejected"] and double["p_total"] < 1e-6
+
+
+def test_sampling_test_flags_batches_repeated_every_epoch() -> None:
+    """Session 53's probe: a ``DPDataLoader`` whose generator is reseeded at every epoch draws
+    the same batches each epoch (a record's inclusions repeat, so the accountant's subsampling
+    does not hold); its sizes are one epoch of i.i.d. ``Bin(N, q)`` repeated, and the total and
+    the dispersion saw it by chance only (3 of 7 reseed values missed on the probe's loop).
+    The repeat part: at each lag, disjoint pairs of sizes equal as ``Bin(m, s)``, ``s`` the
+    chance two ``Bin(N, q)`` draws are equal; here 40 of 40 pairs at lag 10 (p ~ 1e-30)."""
+    rng = np.random.default_rng(4)
+    epoch = rng.binomial(200, 0.1, 10)
+    r = sampling_test(np.tile(epoch, 8), dataset_size=200, sample_rate=0.1)
+    assert r["rejected"] and r["p_repeat"] < 1e-20 and r["repeat_lag"] == 10, r
+    assert r["repeat_matches"] == r["repeat_pairs"] == 40, r
+    fresh = sampling_test(rng.binomial(200, 0.1, 80), dataset_size=200, sample_rate=0.1)
+    assert fresh["p_repeat"] > 0.01 and not fresh["rejected"], fresh

@@ -45,8 +45,29 @@ def test_the_raw_gradient_probe_sees_no_difference_in_a_correct_optimizer(
         self, *a, **{**k, **kw})})  # fmt: skip
     run = tmp_path / "run"
     res = audited_run(run, 5, optimizer_class=cls, epochs=1)
-    assert json.loads((run / "metrics.json").read_text())["clip_check"]["raw"] == 0.0
+    c = json.loads((run / "metrics.json").read_text())["clip_check"]
+    assert c["raw"] == 0.0 and c["zero_batch_equal"] == 0, c  # fresh draws: no value repeats
     assert not res.extra["tests"]["clipping"]["rejected"]
+
+
+@pytest.mark.parametrize("name", ["noise generator seeded from the data",
+                                  "one coordinate released without noise"])  # fmt: skip
+def test_noise_not_drawn_fresh_from_the_generator_is_flagged(name: str, tmp_path: Path) -> None:
+    """Session 53's probe: noise from a generator seeded with the clipped sum (a function of
+    the data, infinite epsilon) and one coordinate of 1,012 left unnoised read consistent at
+    seeds 0 and 1 (every std, every update's freshness right). ``finish()`` now releases the
+    probe's batch of zero gradients 5 times from advancing generator states: a coordinate
+    equal in all 5 has probability <= (16 eps_dtype)^4 under the claim (2^-76 in float32);
+    the binomial tail over the coordinates at 1e-12 decides (deterministic here)."""
+    from tests.broken_opacus import BROKEN
+
+    run = tmp_path / "run"
+    res = audited_run(run, 5, optimizer_class=BROKEN[name][0], epochs=1, canaries=20)
+    c = json.loads((run / "metrics.json").read_text())["clip_check"]
+    assert c["zero_batch_equal"] == (4258 if "data" in name else 1), c
+    assert res.violation and res.extra["decided_by"] == "clipping", res.extra["flagged_by"]
+    (msg,) = res.extra["tests"]["clipping"]["problems"]
+    assert "not drawn fresh" in msg and f"{c['zero_batch_equal']} of 4258" in msg, msg
 
 
 def test_a_scheduler_made_after_attach_wraps_the_hooked_step(tmp_path: Path) -> None:

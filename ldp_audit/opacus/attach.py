@@ -25,6 +25,7 @@ from ldp_audit.opacus.canaries import (
     CANARY_KINDS,
     NOISE_SKETCH,
     ROWS,
+    ZERO_RELEASES,
     canary_blocks,
     check_out,
     dataset_holds,
@@ -816,10 +817,14 @@ def raw_probe(audit: CanaryAudit, dirs: list) -> dict:
     difference's std under fresh draws, ``sqrt(2) sigma C`` (over ``B`` for a mean reduction):
     above 50 (probability ``< 10^-500`` per tensor) the release kept some of the raw gradient
     (``raw_tensor``: which tensor), or ``raw_error``. Also the second release's noise std over
-    the claimed one (``zero_batch_std``) and its ``chi^2(P)`` lower tail (``zero_batch_p``).
-    Gradients, generator and RNG restored."""
+    the claimed one (``zero_batch_std``) and its ``chi^2(P)`` lower tail (``zero_batch_p``),
+    and the coordinates equal in it and ``ZERO_RELEASES - 1`` more zero-batch releases from the
+    generator as it advances (``zero_batch_equal``; fresh draws of one coordinate are equal
+    with probability at most ``16 eps`` of the dtype, so all of them with ``(16 eps)^(R-1)``,
+    and ``zero_batch_equal_p`` is the binomial tail over the coordinates: noise seeded from
+    the data, reused, or missing in some coordinates). Gradients, generator and RNG restored."""
     import torch
-    from scipy.stats import chi2
+    from scipy.stats import binom, chi2
 
     opt, params, cl = audit._opt, audit._params, audit._claim
     unit = 2**0.5 * cl["noise_multiplier"] * cl["max_grad_norm"]
@@ -837,16 +842,18 @@ def raw_probe(audit: CanaryAudit, dirs: list) -> dict:
     released = []
     try:
         opt.step_hook = None  # Opacus's accountant hook: the probe is no update
-        for scale in (1.0, 0.0):
-            for p, r in zip(params, raw, strict=True):
-                p.grad, p.summed_grad = r * scale, None
-                p.grad_sample = torch.zeros((1, *p.shape), dtype=p.dtype, device=p.device)
+        for scales in ((1.0,), (0.0,) * ZERO_RELEASES):  # one state each, then as it advances
             with torch.random.fork_rng(devices=cuda):
                 if state is not None:
                     gen.set_state(state)
-                if not opt.pre_step():
-                    return {"raw_error": "pre_step skipped the step"}
-            released.append([p.grad.detach().double().flatten() for p in params])
+                for scale in scales:
+                    for p, r in zip(params, raw, strict=True):
+                        p.grad, p.summed_grad = r * scale, None
+                        p.grad_sample = torch.zeros((1, *p.shape), dtype=p.dtype,
+                                                    device=p.device)  # fmt: skip
+                    if not opt.pre_step():
+                        return {"raw_error": "pre_step skipped the step"}
+                    released.append([p.grad.detach().double().flatten() for p in params])
     except Exception as e:  # the optimizer's own code refused the probe: named, not tested
         return {"raw_error": f"{type(e).__name__}: {e}"[:300]}
     finally:
@@ -856,12 +863,17 @@ def raw_probe(audit: CanaryAudit, dirs: list) -> dict:
         for p, (g, gs, sg) in zip(params, saved, strict=True):
             p.grad, p.grad_sample, p.summed_grad = g, gs, sg
     z = [abs(float((a - b) @ r.double().flatten())) / float(r.double().norm()) / unit
-         for a, b, r in zip(*released, raw, strict=True)]  # fmt: skip
+         for a, b, r in zip(*released[:2], raw, strict=True)]  # fmt: skip
     # the second release is the noise of a batch of zero gradients: chi^2(P) in units of
     # unit^2 / 2 under the claim (noise calibrated to the batch shows as too little)
     sq, n = sum(float((b**2).sum()) for b in released[1]) * 2 / unit**2, audit._claim["n_params"]
+    same = sum(int(torch.stack([r[i] for r in released[1:]]).eq(released[1][i]).all(0).sum())
+               for i in range(len(params)))  # fmt: skip
+    eq = min(1.0, 16 * max(torch.finfo(p.dtype).eps for p in params)) ** (ZERO_RELEASES - 1)
     return {"raw": max(z), "raw_tensor": max(range(len(z)), key=z.__getitem__),
-            "zero_batch_std": (sq / n) ** 0.5, "zero_batch_p": float(chi2.cdf(sq, n))}  # fmt: skip
+            "zero_batch_std": (sq / n) ** 0.5, "zero_batch_p": float(chi2.cdf(sq, n)),
+            "zero_batch_equal": same, "zero_batch_equal_p": float(binom.sf(same - 1, n, eq)),
+            "zero_batch_n": n, "zero_batch_releases": ZERO_RELEASES}  # fmt: skip
 
 
 def _accumulated(opt: Any, default: int) -> int:

@@ -41,6 +41,9 @@ NOISE_SKETCH = 4096
 CLIP_TOLERANCE = 0.01
 """A clipping probe's clipped sum may exceed ``C`` by this fraction (rounding, low-precision
 norms): ``attach.clip_probe`` measures, ``scoring`` judges."""
+ZERO_RELEASES = 5
+"""The raw-gradient probe's releases of a batch of zero gradients as the generator advances: a
+coordinate equal in all of them is noise not drawn fresh (``attach.raw_probe``)."""
 
 #: the per-update fields the hooks record (``CanaryAudit._rows``), in the transcript's order
 #: and dtypes (what the audit reads of each update beside the projections and the noise)

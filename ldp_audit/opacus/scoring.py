@@ -207,6 +207,12 @@ def _clip_test(met: dict, names: list[str]) -> dict[str, Any]:
             problems.append(f"a batch of zero gradients was released with noise of "
                             f"{c['zero_batch_std']:.3g} times the claimed std "
                             f"(p {c['zero_batch_p']:.2g}): noise set by the data")  # fmt: skip
+        if c.get("zero_batch_equal_p", 1.0) < 1e-12:  # attach.raw_probe, its false alarm 1e-12
+            problems.append(f"{c['zero_batch_equal']} of {c['zero_batch_n']} coordinates of a "
+                            f"batch of zero gradients were released with the same value in "
+                            f"{c['zero_batch_releases']} releases from an advancing generator (p "
+                            f"{c['zero_batch_equal_p']:.2g}): noise not drawn fresh from the "
+                            f"generator (seeded by the data, reused, or none there)")  # fmt: skip
     p = 0.0 if problems else (None if "error" in c else 1.0)
     return {**out, "rejected": bool(problems), "p_value": p}
 
@@ -257,9 +263,12 @@ def _witness(tests: dict[str, dict | None]) -> None:
         "contribution": [(True, "a joining canary contributed {contribution:.3g} C (sd "
                           "{contribution_sd:.2g}) along its direction; the claim: 1 C", con)
                          for con in [tests.get("contribution") or {}] if "contribution" in con],
-        "sampling": [(True, "mean batch {mean_batch:.4g} (the claim {expected_batch:.4g}), "
-                      "dispersion {dispersion_ratio:.3g} times Bin(N, q)'s", sm)
-                     for sm in [tests.get("sampling") or {}] if "mean_batch" in sm],
+        "sampling": [x for sm in [tests.get("sampling") or {}] if "mean_batch" in sm for x in [
+            (True, "mean batch {mean_batch:.4g} (the claim {expected_batch:.4g}), dispersion "
+             "{dispersion_ratio:.3g} times Bin(N, q)'s", sm),
+            (sm.get("p_repeat", 1.0) <= sm["level"] / 3, "batch sizes equal at lag {repeat_lag} "
+             "in {repeat_matches} of {repeat_pairs} disjoint pairs (chance {repeat_chance:.3g} "
+             "each): the same batches again", sm)]],
     }  # fmt: skip
     for k, parts in words.items():
         t = tests.get(k)

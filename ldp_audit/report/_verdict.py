@@ -95,8 +95,9 @@ _TEST_WORDS = {
     "sampling": "the batch sizes are not Poisson sampling at the claimed rate",
     "ledger": "updates were released without their charge, the claim changed mid-run, or the "
     "parameters or the optimizer's state changed outside a released update",
-    "clipping": "the optimizer's own clipping let a per-sample gradient through above C, or a "
-    "clipped sum changed before its release",
+    "clipping": "the optimizer's own clipping let a per-sample gradient through above C, a "
+    "clipped sum changed before its release, or its own steps, probed at finish(), released "
+    "a raw gradient or noise not as claimed",
     "f-dp": "the canaries are guessed better than the claimed privacy curve allows",
 }
 
