@@ -600,3 +600,29 @@ def test_cli_reproduce_tiny(tmp_path, capsys):
     capsys.readouterr()
     assert _cli(args) == 2  # a generated report is evidence: no silent overwrite
     assert "already holds a report" in capsys.readouterr().err
+
+
+def test_privacy_table_composes_alphas_two_training_channels():
+    """Alpha releases Q outputs (``<run>/alpha``) and its targets Y (``<run>/alpha:Y``): its
+    guarantee as an agent (the privacy unit) is the composition of both, larger than either
+    line. Exact check: Gaussian mechanisms compose to a Gaussian with mu = sqrt(sum mu_i^2)."""
+    from ldp_audit.training.fedrl.runs import privacy_table
+
+    cfg = FedRLConfig(**TINY, sigma=30.0, clip_outputs=1.0, target_sigma=40.0, clip_targets=10.0)
+    acc = Accountant()
+    q, y = cfg.output_mechanism(), cfg.target_mechanism()
+    acc.charge("0/alpha", q.exchange_event(1))
+    acc.charge("0/alpha:Y", y.exchange_event(1))
+    rows = {r["ledger_agent"]: r for r in privacy_table(cfg, acc, [0])}
+    both = rows["0/alpha + 0/alpha:Y"]
+    mu = math.hypot(8 / 30, 20 / 40)  # one row each (one charge each, kept cheap)
+    assert both["epsilon"] == pytest.approx(analytic_gaussian_epsilon(1 / mu, 1.0, 1e-5), rel=1e-3)
+    assert both["epsilon"] > rows["0/alpha"]["epsilon"] + rows["0/alpha:Y"]["epsilon"] / 2
+    assert both["charges"] == 2 and "training releases" in both["channel"]
+    # the paper's unprotected Y: alpha's guarantee is infinite, and says why
+    cfg2 = FedRLConfig(**TINY, sigma=30.0, clip_outputs=1.0)
+    acc2 = Accountant()
+    acc2.charge("0/alpha", cfg2.output_mechanism().exchange_event(2))
+    acc2.charge("0/alpha:Y", cfg2.target_mechanism().exchange_event(2))
+    both2 = {r["ledger_agent"]: r for r in privacy_table(cfg2, acc2, [0])}["0/alpha + 0/alpha:Y"]
+    assert math.isinf(both2["epsilon"]) and "targets Y are unbounded" in both2["in_words"]

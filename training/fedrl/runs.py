@@ -186,7 +186,31 @@ def privacy_table(cfg: FedRLConfig, accountant: Any, runs: Sequence[int]) -> lis
                     "in_words": words,
                 }
             )
+            if suffix == ":Y" and f"{run}/alpha" in spent:  # alpha's guarantee: both channels
+                rows.append(_alpha_training(cfg, accountant, run, rows[-2:]))
     return rows
+
+
+def _alpha_training(cfg: FedRLConfig, accountant: Any, run: int, two: list[dict]) -> dict:
+    """Alpha's guarantee as an agent (the privacy unit) over its training releases: its Q
+    outputs and its targets Y composed (each line alone understates it)."""
+    from ldp_audit.accountant.methods import evaluate_full, signature
+
+    ids = [p["ledger_agent"] for p in two]
+    hist = accountant.ledger.histories(ids)
+    eps, method = evaluate_full(signature(h for a in ids for h in hist[a]), cfg.delta, "best")[:2]
+    words = next((p["in_words"] for p in two if math.isinf(p["epsilon"])), None)
+    return {
+        **two[0],
+        "ledger_agent": " + ".join(ids),
+        "channel": "alpha's training releases together (Q outputs and Y): its guarantee",
+        "charges": sum(p["charges"] for p in two),
+        "epsilon": eps,
+        "method": method,
+        "per_row_epsilon": None,  # two mechanisms
+        "sensitivity": None,
+        "in_words": words or f"({eps:.4g}, {cfg.delta:g})-DP over the whole run ({method})",
+    }
 
 
 def train_fedrl(
