@@ -395,3 +395,36 @@ def test_page_fits_a_phone_width(
     import html as _html
 
     assert json.loads(_html.unescape(m.group(1))) == []
+
+
+#: lists each figure image's rendered width and its figure's overflow-x, after load
+FIGURE_PROBE = """<script>
+window.addEventListener('load', function () {
+  var out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify(Array.prototype.map.call(
+    document.querySelectorAll('figure img'), function (i) {
+      return [i.id, i.getBoundingClientRect().width,
+              getComputedStyle(i.parentNode).overflowX]; }));
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def test_plots_stay_readable_at_a_phone_width(
+    chromium: str, fresh_report: Path, tmp_path: Path
+) -> None:
+    """At 390 px a 1000-px plot shrunk to the page's ~330 px had 4-5 px tick labels (session 53,
+    a reviewer's screenshot); below 760 px each plot is drawn 700 px wide in a figure that
+    scrolls sideways (at a laptop's width they fit the page as before)."""
+    import html as _html
+
+    page = tmp_path / "figures.html"
+    page.write_text(fresh_report.read_text().replace("</body>", FIGURE_PROBE + "</body>", 1))
+    dom = dump_dom(page, width=390, binary=chromium)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert m is not None
+    figs = json.loads(_html.unescape(m.group(1)))
+    assert figs, "the fresh report has figures"
+    for name, shown, overflow in figs:
+        assert shown == 700 and overflow == "auto", (name, shown, overflow)

@@ -74,10 +74,9 @@ EXPECTED_VERDICT = {
     "pgc-a3c": ["no audit in this report"],
     "pgc-a3c-sample": ["no audit in this report"],
     "pgc-a3c-readings": [
-        "l1 clip (printed, adam, adam-lr0.01) against the claimed (the paper) claim: no "
-        "violation found",
-        "coordinate clip (coordinate) against the claimed (the paper) claim: VIOLATION",
-        "against the true (112 x epsilon) claim: no violation found",
+        "l1 clip (printed, adam, adam-lr0.01) against the paper's claim: no violation found",
+        "coordinate clip against the paper's claim: VIOLATION",
+        "coordinate clip against the true claim (112 x epsilon): no violation found",
     ],
     "dprl": ["no violation found for the correct trainers at 95%", "caught 4/4 planted bugs"],
     "frd": ["attack: no violation found at 95%"],

@@ -12,7 +12,9 @@ happens to it:
   and newlines inside quotes are joined, full-line comments are dropped, and a trailing
   ``# comment`` is stripped. A comment containing ``exit N`` (``# exit 1: float bits leak``)
   sets the exit status that command must return; otherwise it must return 0.
-- ``console``: the same, for the lines that start with ``$ `` (the rest is shown output).
+- ``console``: the same, for the lines that start with ``$ ``; the rest is shown output, and
+  each of its lines must be in what the commands printed (:func:`unshown_output`: whitespace
+  collapsed, durations and lines with ``...`` or a hash not compared).
 - any other language (``text``, ``toml``, ``json``, ...): shown output or a file's content, not
   executed. A block without a language fails :func:`test_every_block_runs_or_says_why_not`.
 
@@ -254,6 +256,26 @@ def shell_script(item: Item, tmp: Path, bindir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def unshown_output(body: str, stdout: str, work: Path) -> list[str]:
+    """The lines a ``console`` block shows as output that its commands did not print.
+
+    Compared with whitespace runs collapsed, the test's folder read back as ``/tmp/`` and a
+    duration (``0.11 s``) as any; a line with an elision (``...``) or a hash (8 or more hex
+    digits: the chain head, the key id, which depend on the reader's ledger key) is not compared.
+    """
+
+    def norm(text: str) -> str:
+        return re.sub(r"\b\d+(\.\d+)? s\b", "N s", " ".join(text.split()))
+
+    printed = norm(stdout.replace(f"{work}/", "/tmp/"))
+    shown = [ln for ln in body.split("\n") if ln.strip() and not ln.startswith("$ ")]
+    return [
+        ln
+        for ln in shown
+        if "..." not in ln and not re.search(r"[0-9a-f]{8,}", ln) and norm(ln) not in printed
+    ]
+
+
 def environment(bindir: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
@@ -445,6 +467,9 @@ def _execute(item: Item, tmp: Path, twice: bool, shared: Path) -> Path:
             f"{item.first.where} ({item.first.lang}, run {attempt}) exited {res.returncode}\n"
             f"--- stdout (tail)\n{res.stdout[-3000:]}\n--- stderr (tail)\n{res.stderr[-5000:]}"
         )
+        if item.first.lang == "console":  # what the page shows is what the commands print
+            missing = unshown_output(item.code, res.stdout, work)
+            assert not missing, f"{item.first.where}: shown but not printed: {missing}"
     return work
 
 
@@ -480,3 +505,25 @@ def test_documented_block_runs(item: Item, tmp_path: Path, tmp_path_factory) -> 
         assert _chain_done(name, tmp_path, shared).is_dir()
     else:
         _execute(item, tmp_path, twice="once" not in item.marker, shared=shared)
+
+
+def test_unshown_output(tmp_path: Path) -> None:
+    """A console block's shown output is compared with what its commands printed (session 53:
+    only the exit statuses were checked, so a page could show output the command no longer
+    prints)."""
+    body = (
+        "$ ldp-audit budget /tmp/r/run --limit 3\n"
+        "ledger: /tmp/r/run/ledger.sqlite  (300 charges, 300 agents)\n"
+        "chain head: b69267b7...  (elided)\n"
+        "key id 5b09f0aa00984392\n"
+        "1 pair(s) searched, 0.11 s\n"
+        "local         300            5  0/0              basic: 300\n"
+    )
+    printed = (
+        f"ledger: {tmp_path}/r/run/ledger.sqlite  (300 charges, 300 agents)\n"
+        "chain head: 0123abcd  (another key)\nkey id ffffffffffffffff\n"
+        "1 pair(s) searched, 2.40 s\nlocal 300 5 0/0 basic: 300\n"
+    )
+    assert unshown_output(body, printed, tmp_path) == []
+    drifted = printed.replace("300 charges", "299 charges").replace("basic: 300", "rdp: 300")
+    assert unshown_output(body, drifted, tmp_path) == [body.split("\n")[1], body.split("\n")[5]]

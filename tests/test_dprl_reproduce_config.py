@@ -219,3 +219,22 @@ def test_the_noise_multiplier_has_one_name_and_options_are_never_abbreviated(cap
     with pytest.raises(SystemExit):
         main(["audit", "--mechanism", "laplace", "--eps", "1"])  # --epsilon, abbreviated
     assert "--eps" in capsys.readouterr().err
+
+
+def test_convergence_interval_counts_the_unsolved_seeds() -> None:
+    """Each row's convergence interval is the median's, over every seed: it holds the median,
+    and its upper end is inf wherever a seed did not solve (the README showed "inf [502, 502]"
+    for 1 of 3 seeds solved: a bootstrap of the solved seeds' mean, the unsolved ones dropped)."""
+    import math
+    import re
+
+    doc = json.loads((REPORT / "results.json").read_text())
+    text = (REPORT / "README.md").read_text()  # the writer's, by the test above
+    rows = re.findall(r"^\| (?:reinforce|dqn) \|.*$", text, re.M)
+    assert len(rows) == len(doc["table"]) == 18
+    for line, r in zip(rows, doc["table"], strict=True):
+        med, lo, hi = map(
+            float, re.fullmatch(r"(\S+) \[(\S+), (\S+)\]", line.split(" | ")[7]).groups()
+        )
+        assert lo <= med <= hi, line
+        assert math.isinf(hi) == (r["solved"] < r["seeds"]), line

@@ -275,6 +275,10 @@ def test_success_ratio_beside_the_paper_carries_its_interval(tmp_path: Path) -> 
     lo, hi = ratio_ci(0, 2)
     assert lo == 0 and hi > 0.6  # 0 of 2 is consistent with the paper's 1 only at its edge
     assert cell == f"0 [0, {hi:.3g}] (0 of 2 trials, 95% Wilson)"
+    # the median FST beside the paper's carries its interval too (it read a bare "inf"; session
+    # 53): both trials never reached the target, [inf, inf]; 2 trials cover the median w.p. 50%
+    fst = next(r[1] for r in table["rows"] if r[0] == "median FST (Table 1)")
+    assert fst == "inf [inf, inf] (2 trials, order statistics, coverage 50%)"
 
 
 def test_never_successful_trial_has_infinite_fst_in_strict_json(tmp_path: Path) -> None:

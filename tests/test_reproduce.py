@@ -139,6 +139,9 @@ def test_notes_are_included_and_comparison_flags(tmp_path):
     readme = unwrap_markdown((tmp_path / "README.md").read_text())  # prose wrapped at 100
     assert readme.rstrip().endswith("Hand-written.")
     assert "argmax pi (the paper as printed)" in readme and "ablation" not in readme
+    # the run's K (3 here; "K = 20" was fixed text), and the paper's noise measured, not asserted
+    assert "With K = 3, a median FST" in readme and "K = 20" not in readme
+    assert "0.8 (16 of 20), has the 95% Wilson interval [0.584, 0.919]" in readme
     assert "--no-stop-at-target" not in readme.split("\n")[2]
     res["config"]["acting"], res["config"]["stop_at_target"] = "sample", False
     with pytest.raises(RunDirectoryError, match="already holds a report"):

@@ -162,6 +162,16 @@ def _pgc(res: dict[str, Any]) -> list[str]:
     ]
 
 
+def _claim(label: str) -> str:
+    """A readings audit's claim label as words: "claimed (the paper)" -> "the paper's claim",
+    "true (112 x epsilon)" -> "the true claim (112 x epsilon)"."""
+    kind, _, whose = label.partition(" (")
+    whose = whose.rstrip(")")
+    if not whose:
+        return f"the {kind} claim"
+    return f"{whose}'s claim" if kind == "claimed" else f"the {kind} claim ({whose})"
+
+
 def _readings(res: dict[str, Any]) -> list[str]:
     cfg = res.get("config") or {}
     st = res.get("settings") or {}
@@ -196,8 +206,9 @@ def _readings(res: dict[str, Any]) -> list[str]:
     for (clip, claim), rows in groups.items():
         bad = [a for a in rows if a.get("violation")]
         worst = max(bad or rows, key=lambda a: _ratio(a, "claimed_epsilon"))
-        readings = ", ".join(rows[0].get("readings") or [])
-        what = f"{clip} clip ({readings}) against the {claim} claim"
+        readings = [r for r in rows[0].get("readings") or [] if r != clip]
+        shown = f" ({', '.join(readings)})" if readings else ""
+        what = f"{clip} clip{shown} against {_claim(claim)}"
         bound = _bound(worst["epsilon_lower_bound"], worst["claimed_epsilon"], bool(bad))
         verdicts.append(f"{what}: {'VIOLATION' if bad else 'no violation found'}")
         parts.append(

@@ -72,6 +72,7 @@ th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numer
 figure{margin:10px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #e3e6eb;
  box-sizing:border-box}
 figcaption{font-size:12.5px;color:#5b6475}
+@media (max-width:760px){figure{overflow-x:auto}figure img{max-width:none;width:700px}}
 details{margin:6px 0}summary{cursor:pointer;color:#2a5db0}
 pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px}
 code{font-size:12.5px}

@@ -62,7 +62,10 @@ def render_markdown(res: dict[str, Any]) -> str:
         command = command.replace(ran_in.group(0), f"--out {out}")
     machine = [f"Machine: {res['machine']}. Wall time: {res['seconds_total']:.0f} s"]
     if res.get("cpu_seconds_total") is not None:
-        machine.append(f"CPU time of the process: {res['cpu_seconds_total']:.0f} s")
+        machine.append(
+            f"CPU time of the command's own process: {res['cpu_seconds_total']:.0f} s (its "
+            "worker processes' CPU is under 'Seconds per size')"
+        )
     if res.get("load_average_start") and res.get("load_average_end"):
         machine.append(
             f"load average (1/5/15 min) {res['load_average_start']} at the start, "
