@@ -210,3 +210,19 @@ def test_mechanism_is_generated_and_required(
         assert e.value.code == 2
         assert needle in capsys.readouterr().err
         assert not out.exists()
+
+
+def test_a_cli_run_and_its_report_say_the_command_and_machine(tmp_path: Path) -> None:
+    """The run's config.json holds the command line that made it and the machine, and the
+    report's run table shows both (session 53: a reviewer could not tell what was run)."""
+    import shlex
+
+    from ldp_audit.report import build_report
+    from ldp_audit.rundir import read_config
+
+    out = tmp_path / "run"
+    assert main([*TINY, "--out", str(out)]) == 0
+    doc = read_config(out)
+    assert doc["command"] == shlex.join(["ldp-audit", *TINY, "--out", str(out)])
+    md = build_report(out).to_markdown()
+    assert f"| command | {doc['command']} |" in md and f"| machine | {doc['machine']} |" in md

@@ -91,6 +91,9 @@ def _put_back(new: dict[str, Any]) -> dict[str, Any]:
     assert new["verdict"].pop("evidence") == "unverified"
     for key in ("root", "expect_root", "analyses"):
         new["run"]["status"]["ledger_check"]["detail"].pop(key)
+    # added in session 53: what was run and on what machine (config.json's, when recorded)
+    for key in ("command", "machine"):
+        new["run"].pop(key)
     # added 2026-12-06: the files the run sealed, named on the page
     for key in ("sealed", "sealed_analyses"):
         new["run"]["status"].pop(key)

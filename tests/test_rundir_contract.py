@@ -193,3 +193,24 @@ def test_a_dangling_link_in_an_output_path_is_refused_by_name(tmp_path) -> None:
     with pytest.raises(RunDirectoryError, match="symbolic link.*does not exist"):
         check_new_file(link)
     assert sorted(os.listdir(tmp_path)) == ["link"] and not (tmp_path / "nowhere").exists()
+
+
+def test_a_run_records_the_machine_and_the_cli_command_it_was_made_by(tmp_path) -> None:
+    """Session 53's reviewer probe: a report said when and with what versions a run was made,
+    not by what command nor on what machine. A new run now records the machine (no host name)
+    and, made inside the CLI's ``command_line`` block, the command; a resume keeps the run's."""
+    from ldp_audit.rundir.writer import command_line, machine
+
+    _run(tmp_path / "plain")
+    doc = read_config(tmp_path / "plain")
+    assert doc["machine"] == machine() and "CPUs" in doc["machine"]
+    assert "command" not in doc  # a library call is not a command line
+    run = tmp_path / "cli"
+    with command_line(["ldp-audit", "train", "x", "--out", "a b"]):
+        w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
+        w.finish(status="interrupted")
+    assert read_config(run)["command"] == "ldp-audit train x --out 'a b'"  # shlex-quoted
+    with command_line(["ldp-audit", "train", "x", "--resume"]):
+        RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume").finish()
+    assert read_config(run)["command"] == "ldp-audit train x --out 'a b'"
+    assert verify_manifest(run)["ok"]

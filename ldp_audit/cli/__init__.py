@@ -233,8 +233,12 @@ def _main(argv: list[str] | None) -> int:
 
             backend_options(args)
         from ldp_audit.accountant.ledger_marks import unverified_reads
+        from ldp_audit.rundir.writer import command_line
 
-        with unverified_reads(getattr(args, "allow_unverified", False) is True):
+        with (
+            unverified_reads(getattr(args, "allow_unverified", False) is True),
+            command_line(["ldp-audit", *given]),  # a run made here records what was run
+        ):
             code = int(args.func(args) or 0)  # an older copy of a ledger: read, said first
         if sys.stdout is not None:
             sys.stdout.flush()

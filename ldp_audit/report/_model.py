@@ -46,6 +46,8 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
         "algorithm": cfg["algorithm"],
         "seed": cfg["seed"],
         "created": cfg.get("created"),
+        "command": cfg.get("command"),
+        "machine": cfg.get("machine"),
         "versions": cfg.get("versions", {}),
         "mechanism": cfg.get("mechanism"),
         "config": cfg["config"],

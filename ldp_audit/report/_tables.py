@@ -86,6 +86,7 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
             ["mechanism", _pairs(mech, "=", cell_text) or "several (see sections)"],
             ["seed", run["seed"]],
             ["created", run["created"]],
+            *[[k, run[k]] for k in ("command", "machine") if run.get(k)],
             ["versions", _pairs(run["versions"]) or "n/a"],
             ["report generated with", _pairs(m.get("generator", {})) or "n/a"],
             *([["extra analysis inputs", run["extra"]]] if run.get("extra") else []),

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import os
 import platform
+import shlex
 import shutil
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ from ldp_audit.rundir.paths import (
 from ldp_audit.rundir.seal import seal_analyses, seal_manifest, sealed_sha256
 from ldp_audit.validation import check_choice, check_int
 
-__all__ = ["RunWriter", "versions", "write_artifact"]
+__all__ = ["RunWriter", "command_line", "machine", "versions", "write_artifact"]
 
 
 def versions() -> dict[str, str]:
@@ -63,6 +65,29 @@ def versions() -> dict[str, str]:
         if m is not None:
             out[mod] = getattr(m, "__version__", "unknown")
     return out
+
+
+#: the command line of this process when it is the ``ldp-audit`` CLI (set by
+#: :func:`command_line`), recorded in a new run's config.json
+_COMMAND: list[str] | None = None
+
+
+@contextlib.contextmanager
+def command_line(argv: list[str]) -> Iterator[None]:
+    """Within the block, a new run records ``argv`` (the CLI's words, ``ldp-audit`` first) as
+    its config.json's ``command``: what was run, for the report's reader."""
+    global _COMMAND
+    before, _COMMAND = _COMMAND, [str(a) for a in argv]
+    try:
+        yield
+    finally:
+        _COMMAND = before
+
+
+def machine() -> str:
+    """The machine a run is made on, in words: architecture, CPUs, operating system (no host
+    name)."""
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
 
 
 class RunWriter:
@@ -149,6 +174,9 @@ class RunWriter:
             self.path.mkdir(parents=True, exist_ok=True)
             cfg_doc["versions"] = versions()
             cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
+            cfg_doc["machine"] = machine()
+            if _COMMAND is not None:
+                cfg_doc["command"] = shlex.join(_COMMAND)
             cfg_doc["status"] = "running"
             self.config_doc, self._finished = cfg_doc, False
             _UNFINISHED.add(self)  # before config.json: a signal inside its write is caught too
@@ -195,7 +223,8 @@ class RunWriter:
         for f in p.iterdir():
             if f.is_file() and ARTIFACT_PATTERN.match(f.name):
                 f.unlink()
-        cfg_doc.update({k: old[k] for k in ("versions", "created") if k in old})
+        kept = ("versions", "created", "machine", "command")  # the run's, not this attempt's
+        cfg_doc.update({k: old[k] for k in kept if k in old})
         cfg_doc["resumed"] = list(old.get("resumed", [])) + [
             _dt.datetime.now(_dt.timezone.utc).isoformat()
         ]
