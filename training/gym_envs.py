@@ -453,9 +453,20 @@ def _check_private_param(
         if (cur := _user(env_id, f"reading {name!r}", getattr, u, name, _MISSING)) is _MISSING:
             num = [k for k in dir(u) if _is_number(inspect.getattr_static(u, k, None))]
             public = sorted(k for k in num if k[0] != "_")  # getattr_static: no property is run
+            w = env  # a wrapper of the registered env holding it is never set per agent
+            while (
+                isinstance(w, gym.Wrapper) and inspect.getattr_static(w, name, _MISSING) is _MISSING
+            ):
+                w = w.env
+            where = (
+                f"; it is an attribute of the wrapper {type(w).__name__}, which the trainer does "
+                "not set: move it to the env (the wrapper reading env.unwrapped's)"
+                if isinstance(w, gym.Wrapper)
+                else ""
+            )
             raise InvalidParameterError(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
-                f"(env {env_id!r}); numeric attributes there: {public}"
+                f"(env {env_id!r}); numeric attributes there: {public}{where}"
             )
         if isinstance(u, CartPoleEnv) and name in _CARTPOLE_DERIVED:
             raise InvalidParameterError(
