@@ -570,10 +570,12 @@ class LateFailCartPole(gym.Wrapper):
             raise RuntimeError("the user's env broke")
         if self.n >= 5 and self.fail in ("none", "str"):
             return obs, None if self.fail == "none" else str(r), term, trunc, info
+        if self.n >= 5 and self.fail == "strterm":  # "False" is truthy: it ended every episode
+            return obs, r, str(term), trunc, info
         return (obs * np.nan if self.n >= 5 else obs), r, term, trunc, info
 
 
-for _fail in ("raise", "nan", "none", "str"):
+for _fail in ("raise", "nan", "none", "str", "strterm"):
     if f"TestLateFail-{_fail}-v0" not in gym.registry:
         gym.register(f"TestLateFail-{_fail}-v0", entry_point=f"{__name__}:LateFailCartPole",
                      kwargs={"fail": _fail}, max_episode_steps=100)  # fmt: skip
@@ -585,12 +587,14 @@ for _fail in ("raise", "nan", "none", "str"):
      ("nan", r"env 'TestLateFail-nan-v0' returned a non-finite observation or reward"),
      ("none", r"env 'TestLateFail-none-v0' returned reward None in step \(NoneType, not a "
       r"number\) \(row \d+, force_mag="),
-     ("str", r"env 'TestLateFail-str-v0' returned reward '1.0' in step \(str, not a number\)")],
+     ("str", r"env 'TestLateFail-str-v0' returned reward '1.0' in step \(str, not a number\)"),
+     ("strterm", r"returned terminated 'False' in step \(str, not a bool\) \(row \d+, force")],
 )  # fmt: skip
 def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fail, match):
     """A user env raising mid-run was reported as "a bug in ldp-audit" (exit 3, traceback); one
     returning NaN as "theta diverged"; a reward of None as "non-finite" (2026-12-06); a string
-    reward '1.0' was trained on as 1.0 (NumPy converted it; 2026-12-07 probe)."""
+    reward '1.0' was trained on as 1.0 (NumPy converted it; 2026-12-07 probe); a terminated of
+    'False' ended every episode at once (a non-empty string is true; session 53 probe)."""
     run = tmp_path / "run"
     argv = ["train", "pgc-a3c", "--env", f"TestLateFail-{fail}-v0", "--private-param",
             "force_mag=5,20", "--mechanism", "none", "--max-submissions", "200", "--out",

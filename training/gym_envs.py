@@ -814,15 +814,21 @@ class MountainCarParamVectorEnv(_NativeParamVectorEnv):
 
 
 class _LastReward(gym.Wrapper):  # type: ignore[misc]
-    """A row of :class:`SyncParamVectorEnv`: its last reward as the env returned it (the batch
-    stores None as NaN; the message says which it was)."""
+    """A row of :class:`SyncParamVectorEnv`: its last reward, terminated and truncated as the
+    env returned them (the batch stores a reward None as NaN, a terminated 'False' as True; the
+    message says which it was)."""
 
-    last_reward: Any = 0.0
+    last: Any = (0.0, False, False)
 
     def step(self, action: Any) -> Any:
         out = self.env.step(action)
-        self.last_reward = out[1] if isinstance(out, tuple) and len(out) > 1 else 0.0
+        self.last = out[1:4] if isinstance(out, tuple) and len(out) > 3 else (0.0, False, False)
         return out
+
+
+def _odd(g: Any, real: tuple, kinds: str) -> bool:
+    """Not a number of ``real`` types nor a 0-d array of ``kinds`` (a str, None, a list)."""
+    return not isinstance(g, real) and (np.ndim(g) > 0 or np.asarray(g).dtype.kind not in kinds)
 
 
 class SyncParamVectorEnv(ParamVectorEnv):
@@ -869,19 +875,23 @@ class SyncParamVectorEnv(ParamVectorEnv):
             return out, obs, np.asarray(out[1], np.float64) if what == "step" else np.zeros(1)
 
         out, obs, rew = _user(self.env_id, what, run)
-        # a reward that is not a number (None: NaN; '1.0': 1.0 in SyncVectorEnv's float array)
-        got = [e.last_reward if what == "step" else 0.0 for e in self.inner.envs]
-        real = (int, float, np.integer, np.floating)
-        odd = np.array([not isinstance(g, real) and (np.ndim(g) > 0 or np.asarray(g).dtype.kind
-                                                     not in "biuf") for g in got])  # fmt: skip
-        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew) | odd
+        # a reward that is not a number (None: NaN; '1.0': 1.0 in SyncVectorEnv's float array),
+        # a terminated or truncated that is not a bool ('False': True in its bool array)
+        got = [e.last if what == "step" else (0.0, False, False) for e in self.inner.envs]
+        ints = (int, np.integer)  # a bool is an int
+        odd = np.array([[_odd(g[0], (*ints, float, np.floating), "biuf"),
+                         *(_odd(f, (*ints, np.bool_), "biu") for f in g[1:])]
+                        for g in got])  # fmt: skip
+        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew) | odd.any(axis=1)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
-            what = (
-                f"reward {got[r]!r} in step ({type(got[r]).__name__}, not a number)"
-                if odd[r]
-                else f"a non-finite observation or reward in {what}"
-            )
+            what = f"a non-finite observation or reward in {what}"
+            for j, (key, kind) in enumerate((("reward", "number"), ("terminated", "bool"),
+                                             ("truncated", "bool"))):  # fmt: skip
+                if odd[r, j]:
+                    g = got[r][j]
+                    what = f"{key} {g!r} in step ({type(g).__name__}, not a {kind})"
+                    break
             raise InvalidParameterError(
                 f"env {self.env_id!r} returned {what} (row {r}, "
                 f"{self.param}={float(self.values[r])!r})"
