@@ -207,11 +207,13 @@ def _user(env_id: str, what: str, fn: Any, *args: Any) -> Any:
         raise UserCodeError(f"env {env_id!r} raised {type(exc).__name__} in {what}: {exc}") from exc
 
 
-def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
+def _make(env_id: str, max_episode_steps: int | None = None, checker: bool = True) -> Any:
     """``gym.make``; an observation space other than a ``Box`` that Gymnasium can flatten
     (``Discrete``: one-hot, ``MultiDiscrete``, ``Tuple``, ``Dict``...) through Gymnasium's own
-    ``FlattenObservation`` (one that cannot is refused by :func:`check_private_param`)."""
+    ``FlattenObservation`` (one that cannot is refused by :func:`check_private_param`). Without
+    ``checker``, no PassiveEnvChecker (it only warns: a row's fresh copy, its first env had it)."""
     kw = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
+    kw |= {} if checker else {"disable_env_checker": True}
     env = gym.make(env_id, **kw)
     space = env.observation_space
     if not isinstance(space, gym.spaces.Box) and space.is_np_flattenable:
@@ -838,7 +840,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
     def __init__(
         self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
     ) -> None:
-        self._fresh = lambda: _LastReward(_make(env_id, max_episode_steps))
+        self._fresh = lambda checker=True: _LastReward(_make(env_id, max_episode_steps, checker))
         self.inner = _user(
             env_id,
             "make",
@@ -859,7 +861,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
             if not np.isnan(self.values[r]):
                 _user(self.env_id, "close", self.inner.envs[r].close)
-                self.inner.envs[r] = _user(self.env_id, "make", self._fresh)
+                self.inner.envs[r] = _user(self.env_id, "make", self._fresh, False)
                 self._unwrapped[r] = self.inner.envs[r].unwrapped
             set_ = f"setting {self.param}={v!r}"
             _user(self.env_id, set_, _set_param, self._unwrapped[r], self.param, float(v))
