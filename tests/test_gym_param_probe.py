@@ -323,3 +323,26 @@ def test_a_parameter_on_a_wrapper_is_named_as_such() -> None:
     msg = str(exc.value)
     assert "'gain' is not an attribute of CartPoleEnv" in msg and "'force_mag'" in msg
     assert "it is an attribute of the wrapper GainWrapper" in msg, msg
+
+
+def _zero_d_cartpole(render_mode=None):
+    env = CartPoleEnv(render_mode=render_mode)
+    env.force_mag = np.array(10.0)  # a NumPy 0-d array: a number held as an array
+    return env
+
+
+if "TestZeroD-v0" not in gym.registry:
+    gym.register("TestZeroD-v0", entry_point=_zero_d_cartpole, max_episode_steps=50)
+
+
+def test_a_parameter_held_as_a_0d_array_is_a_number() -> None:
+    """A private attribute held as a 0-d NumPy array was refused as "not numeric (it is
+    array(10.), ndarray)" (session 53 probe); it is a number: accepted, and each candidate is set
+    as a 0-d array as the env holds it."""
+    info, vals = check_private_param("TestZeroD-v0", "force_mag", [5, 20])
+    assert vals == (5.0, 20.0)
+    env = make_param_vector_env(info, "force_mag", 1)
+    env.set_param(np.arange(1), np.array([20.0]))
+    got = env.inner.envs[0].unwrapped.force_mag
+    assert isinstance(got, np.ndarray) and got.shape == () and float(got) == 20.0
+    env.close()

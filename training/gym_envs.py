@@ -232,8 +232,14 @@ def _is_native(env_id: str, env: Any, name: str) -> bool:
     return type(u) is MountainCarEnv and env_id == "MountainCar-v0" and name in MOUNTAINCAR_PARAMS
 
 
+def _scalar(v: Any) -> Any:
+    """A 0-d NumPy array's element (a number held as an array), else ``v``."""
+    return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
+
+
 def _is_number(v: Any) -> bool:
-    """A real number, Python's or NumPy's, not a bool."""
+    """A real number, Python's or NumPy's (a 0-d array's too), not a bool."""
+    v = _scalar(v)
     real = isinstance(v, (int, float, np.integer, np.floating))
     return real and not isinstance(v, (bool, np.bool_))
 
@@ -361,10 +367,12 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
-    # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises
-    if isinstance(getattr(unwrapped, name), (int, np.integer)) and float(value).is_integer():
+    # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises;
+    # one held as a 0-d array gets a 0-d array
+    cur = getattr(unwrapped, name)
+    if isinstance(_scalar(cur), (int, np.integer)) and float(value).is_integer():
         value = int(value)
-    setattr(unwrapped, name, value)
+    setattr(unwrapped, name, np.array(value) if isinstance(cur, np.ndarray) else value)
     if isinstance(unwrapped, CartPoleEnv):
         for key, fn in _CARTPOLE_DERIVED.items():
             setattr(unwrapped, key, fn(unwrapped))
@@ -482,7 +490,9 @@ def _check_private_param(
             )
         _check_physical(u, name, vals)
         # an int default (MountainCar's goal_velocity=0) takes a float where the env does
-        bad = [v for v in vals if v != int(v)] if isinstance(cur, (int, np.integer)) else []
+        bad = (
+            [v for v in vals if v != int(v)] if isinstance(_scalar(cur), (int, np.integer)) else []
+        )
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
