@@ -182,8 +182,7 @@ class Run:
         self._clean: list[np.ndarray] = []
         self._closed = False
 
-    def _theta_index(self, theta: Any) -> int:
-        t = np.asarray(theta, dtype=np.float64).reshape(-1)
+    def _theta_index(self, t: np.ndarray) -> int:
         if not self._thetas or not np.array_equal(self._thetas[-1], t):
             self._thetas.append(t.copy())
         return len(self._thetas) - 1
@@ -227,6 +226,18 @@ class Run:
                 f"{self._clean[0].size} (its first release); every release of a run has one "
                 f"shape, and nothing was charged"
             )
+        try:  # theta too: the transcript stacks one size of it
+            t = np.asarray(theta, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(
+                f"theta must be an array of numbers, got {type(theta).__name__}: {exc}"
+            ) from None
+        if self._thetas and t.size != self._thetas[0].size:
+            raise InvalidParameterError(
+                f"theta has {t.size} numbers, but this run's have {self._thetas[0].size} (its "
+                "first release); every release of a run has one theta size, and nothing was "
+                "charged"
+            )
         score = check_real(score, "score")  # before the charge: typed, never coerced
         secret = None if secret is None else check_real(secret, "secret")
         pp = self.cfg.private_parameter
@@ -245,7 +256,7 @@ class Run:
         self.transcript.append(
             rel,
             submission=np.array([len(self.transcript)]),
-            theta_index=np.array([self._theta_index(theta)]),
+            theta_index=np.array([self._theta_index(t)]),
             score=np.array([score]),
         )
         self._secrets.append(math.nan if secret is None else secret)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import json
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -280,6 +281,32 @@ class System(Protocol):
         ...
 
 
+def _check_result(name: str, res: TrainResult, run_dir: str | Path | None) -> None:
+    """A trainer's TrainResult against the contract: its system's name, the run_dir it was
+    given, metrics a dict, privacy and metrics JSON-able (the CLI prints them)."""
+    from ldp_audit.rundir.files import to_jsonable
+
+    why = None
+    got = None if res.run_dir is None else Path(res.run_dir)
+    if res.system != name:
+        why = f"system is {res.system!r}, not {name!r}"
+    elif run_dir is not None and (got is None or got.resolve() != Path(run_dir).resolve()):
+        why = f"run_dir is {None if got is None else str(got)!r}, not {str(run_dir)!r}"
+    elif not isinstance(res.metrics, dict):
+        why = f"metrics is a {type(res.metrics).__name__}, not a dict"
+    for key in ("privacy", "metrics") if why is None else ():
+        try:
+            json.dumps(to_jsonable(getattr(res, key)), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            why = f"{key} is not JSON-able ({exc})"
+            break
+    if why is not None:
+        raise UserCodeError(
+            f"system {name!r}: its trainer returned a TrainResult whose {why} (the System "
+            "contract, docs/systems.md)"
+        )
+
+
 def resolve(ref: Any, what: str) -> Any:
     """Import ``"module:attr"`` (``attr`` may be dotted); anything else is returned as is.
 
@@ -488,6 +515,7 @@ class SystemSpec:
                 f"system {self.name!r}: its trainer must return ldp_audit.systems.TrainResult, "
                 f"got {type(res).__name__}"
             )
+        _check_result(self.name, res, run_dir)
         return res
 
     def transcript_schema(self, cfg: Any) -> TranscriptSchema:

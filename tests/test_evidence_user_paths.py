@@ -46,6 +46,12 @@ def test_a_release_with_another_shape_is_refused_before_any_charge(tmp_path) -> 
     for kw in ({"secret": "0.5"}, {"secret": True}, {"score": "3"}, {"score": None}):
         with pytest.raises(InvalidParameterError, match="must be a real number"):
             run.release(np.ones(3), agent=1, theta=np.zeros(3), **kw)
+    # a theta of another size or not numbers: charged, then close failed with numpy's "all
+    # input arrays must have the same shape" and left the run without a manifest (session 53)
+    with pytest.raises(InvalidParameterError, match="theta has 4 numbers, but this run's"):
+        run.release(np.ones(3), agent=1, theta=np.zeros(4))
+    with pytest.raises(InvalidParameterError, match="theta must be an array of numbers"):
+        run.release(np.ones(3), agent=1, theta="abc")
     with Ledger(tmp_path / "r" / "ledger.sqlite", readonly=True) as led:
         assert len(led) == 1  # the refused releases were never charged
     path = run.close()  # closes cleanly: no raw numpy error, no run left "running"

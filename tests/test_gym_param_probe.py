@@ -297,3 +297,52 @@ def test_an_env_failing_with_its_own_value_is_not_blamed_on_a_candidate() -> Non
     with pytest.raises(InvalidParameterError, match=r"^private parameter 'length': env "
                        r"'CartPole-v1' fails with value 1e-300: .*non-finite obs"):  # fmt: skip
         check_private_param("CartPole-v1", "length", [0.5, 1e-300])
+
+
+class GainWrapper(gym.Wrapper):
+    """A user's wrapper holding a numeric attribute of its own: rewards scaled by ``gain``."""
+
+    gain = 1.0
+
+    def step(self, action):
+        obs, r, term, trunc, info = self.env.step(action)
+        return obs, r * self.gain, term, trunc, info
+
+
+if "TestGainWrapped-v0" not in gym.registry:
+    gym.register("TestGainWrapped-v0", max_episode_steps=20,
+                 entry_point=lambda: GainWrapper(CartPoleEnv()))  # fmt: skip
+
+
+def test_a_parameter_on_a_wrapper_is_named_as_such() -> None:
+    """The private attribute is set on ``env.unwrapped``; one that lives on a wrapper of the
+    registered env was refused as "not an attribute of CartPoleEnv", naming no wrapper
+    (2026-12-07 probe, session 53): the message now says where it is and what to do."""
+    with pytest.raises(InvalidParameterError) as exc:
+        check_private_param("TestGainWrapped-v0", "gain", [0.5, 2.0])
+    msg = str(exc.value)
+    assert "'gain' is not an attribute of CartPoleEnv" in msg and "'force_mag'" in msg
+    assert "it is an attribute of the wrapper GainWrapper" in msg, msg
+
+
+def _zero_d_cartpole(render_mode=None):
+    env = CartPoleEnv(render_mode=render_mode)
+    env.force_mag = np.array(10.0)  # a NumPy 0-d array: a number held as an array
+    return env
+
+
+if "TestZeroD-v0" not in gym.registry:
+    gym.register("TestZeroD-v0", entry_point=_zero_d_cartpole, max_episode_steps=50)
+
+
+def test_a_parameter_held_as_a_0d_array_is_a_number() -> None:
+    """A private attribute held as a 0-d NumPy array was refused as "not numeric (it is
+    array(10.), ndarray)" (session 53 probe); it is a number: accepted, and each candidate is set
+    as a 0-d array as the env holds it."""
+    info, vals = check_private_param("TestZeroD-v0", "force_mag", [5, 20])
+    assert vals == (5.0, 20.0)
+    env = make_param_vector_env(info, "force_mag", 1)
+    env.set_param(np.arange(1), np.array([20.0]))
+    got = env.inner.envs[0].unwrapped.force_mag
+    assert isinstance(got, np.ndarray) and got.shape == () and float(got) == 20.0
+    env.close()

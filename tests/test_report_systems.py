@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ldp_audit.errors import RunDirectoryError
@@ -324,6 +325,11 @@ def test_gym_run_states_its_private_parameter(tmp_path: Path) -> None:
     (sec,) = m["sections"]
     assert sec["id"] == "private-parameter" and sec["error"] is None
     assert sec["tables"][0]["rows"][2] == ["candidate values", "1, 2"]
+    # its releases are checked against the ledger as PGC-A3C's are (session 53: a user env's run
+    # was never compared, its config not rebuilt without the env module)
+    n = len(np.load(run / "transcript.npz")["agent"])
+    assert m["ledger"]["releases"] == n > 0, m["ledger"]
+    assert m["ledger"]["uncharged_agents"] == 0
 
 
 def test_report_without_audit_suggests_audit_run_dir(tmp_path: Path) -> None:

@@ -473,3 +473,113 @@ def test_audit_targets_of_the_shipped_systems() -> None:
     )
     assert res.claimed_epsilon == pytest.approx(0.5) and res.samples == 2000
     assert 0.0 <= res.epsilon_lower_bound  # sound: the claim is not refuted at 0.95 here
+
+
+class _Skipping:
+    """An accountant a System's trainer calls wrongly: agent-1 is never charged, agent-2 only
+    on its first report (a trainer that releases without charging, docs/systems.md)."""
+
+    def __init__(self, acc: object) -> None:
+        self.acc, self.seen = acc, set()
+
+    def charge_many(self, charges, *, scope="local"):
+        kept = [(a, e) for a, e in charges if a != "agent-1" and (a, 2) not in self.seen]
+        self.seen |= {(a, 2) for a, _ in charges if a == "agent-2"}
+        return self.acc.charge_many(kept, scope=scope)
+
+
+def test_report_compares_the_ledger_with_what_the_transcript_implies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A system whose report sections give no ``releases`` (the toy, every plug-in written from
+    docs/systems.md): the report compares the ledger with the charges its transcript rows imply
+    (``ledger_charges``, the contract). Before session 53 a toy releasing 150 reports with 0
+    charges read "PARTIALLY VERIFIED. Claims not contradicted", exit 0."""
+    import ldp_audit.accountant as accountant
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.report import build_report
+    from tests.toy_system import SYSTEM
+
+    systems.register(SYSTEM)
+    try:
+        s = systems.get("toy")
+        s.train({"agents": 4, "reports": 2}, seed=0, run_dir=tmp_path / "good")
+        with monkeypatch.context() as m:
+            m.setattr(accountant, "Accountant", lambda ledger: _Skipping(Accountant(ledger=ledger)))
+            s.train({"agents": 4, "reports": 2}, seed=0, run_dir=tmp_path / "bad")
+        good = build_report(tmp_path / "good", figures=False).model
+        bad = build_report(tmp_path / "bad", figures=False).model
+    finally:
+        systems.reload()
+    assert RunDir(tmp_path / "bad").ledger_charges() == {"agent-0": 2, "agent-2": 1, "agent-3": 2}
+    assert good["ledger"]["uncharged_agents"] == 0 and good["ledger"]["releases"] == 8
+    assert "Every agent that submitted a report was charged in the ledger." in json.dumps(good)
+    led = bad["ledger"]
+    assert (led["uncharged_agents"], led["uncharged_examples"]) == (1, ["agent-1"])
+    assert led["undercharged_examples"] == ["agent-2 (1 charges for 2 releases)"]
+    text = json.dumps(bad["verdict"])
+    assert "1 agent submitted reports that the ledger never charged (e.g. agent-1)" in text
+    assert "1 agent released more reports than the ledger charged" in text
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"system": "other"}, "whose system is 'other', not 'toy'"),
+        ({"run_dir": Path("/nonexistent")}, "whose run_dir is '/nonexistent', not"),
+        ({"metrics": [1, 2]}, "whose metrics is a list, not a dict"),
+        ({"privacy": {"local": object()}}, "whose privacy is not JSON-able (Object of type object"),
+    ],
+)
+def test_a_wrong_train_result_is_named_never_printed(
+    tmp_path: Path, capsys, change: dict, needle: str
+) -> None:
+    """A plug-in trainer's TrainResult is checked against the contract (docs/systems.md): its
+    system's name, the run_dir it was given, metrics a dict, privacy and metrics JSON-able.
+    Before session 53 the CLI printed a wrong name or folder in silence (`run directory:
+    /nonexistent`), and an object in privacy was exit 3, "a bug in ldp-audit"."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM, train
+
+    def wrong(cfg, **kw):
+        return dataclasses.replace(train(cfg, **kw), **change)
+
+    systems.register(dataclasses.replace(SYSTEM, trainer=wrong))
+    try:
+        with pytest.raises(UserCodeError, match=re.escape(needle)):
+            systems.get("toy").train({"agents": 2}, seed=0, run_dir=tmp_path / "api")
+        assert main(["train", "toy", "--out", str(tmp_path / "cli"), "--no-progress"]) == 2
+    finally:
+        systems.reload()
+    err = capsys.readouterr().err
+    assert "system 'toy': its trainer returned a TrainResult" in err and needle in err
+    assert "bug in ldp-audit" not in err
+
+
+def _warning_guess(run_dir, **kw):
+    import warnings
+
+    from tests.toy_system import guess
+
+    warnings.warn("\x1b[33mWARN: a library's coloured warning\x1b[0m", UserWarning, stacklevel=1)
+    return guess(run_dir, **kw)
+
+
+def test_an_attack_prints_a_library_warning_as_one_line(tmp_path: Path, capsys) -> None:
+    """docs/systems.md: a library warning while a generated command runs is one ``WARNING:``
+    line. `attack` printed Python's two-line form (Gymnasium's checker on a user env's int
+    `truncated`, 2026-12-07 probe) with the terminal's colour codes, as `train` did."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM
+
+    spec = dataclasses.replace(SYSTEM, attacks={"toy-guess": f"{__name__}:_warning_guess"})
+    systems.register(spec)
+    try:
+        systems.get("toy").train({"agents": 4}, seed=0, run_dir=tmp_path / "run")
+        assert main(["attack", "toy-guess", "--run-dir", str(tmp_path / "run")]) in (0, 1)
+    finally:
+        systems.reload()
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["WARNING: WARN: a library's coloured warning"], err

@@ -207,11 +207,13 @@ def _user(env_id: str, what: str, fn: Any, *args: Any) -> Any:
         raise UserCodeError(f"env {env_id!r} raised {type(exc).__name__} in {what}: {exc}") from exc
 
 
-def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
+def _make(env_id: str, max_episode_steps: int | None = None, checker: bool = True) -> Any:
     """``gym.make``; an observation space other than a ``Box`` that Gymnasium can flatten
     (``Discrete``: one-hot, ``MultiDiscrete``, ``Tuple``, ``Dict``...) through Gymnasium's own
-    ``FlattenObservation`` (one that cannot is refused by :func:`check_private_param`)."""
+    ``FlattenObservation`` (one that cannot is refused by :func:`check_private_param`). Without
+    ``checker``, no PassiveEnvChecker (it only warns: a row's fresh copy, its first env had it)."""
     kw = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
+    kw |= {} if checker else {"disable_env_checker": True}
     env = gym.make(env_id, **kw)
     space = env.observation_space
     if not isinstance(space, gym.spaces.Box) and space.is_np_flattenable:
@@ -230,8 +232,14 @@ def _is_native(env_id: str, env: Any, name: str) -> bool:
     return type(u) is MountainCarEnv and env_id == "MountainCar-v0" and name in MOUNTAINCAR_PARAMS
 
 
+def _scalar(v: Any) -> Any:
+    """A 0-d NumPy array's element (a number held as an array), else ``v``."""
+    return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
+
+
 def _is_number(v: Any) -> bool:
-    """A real number, Python's or NumPy's, not a bool."""
+    """A real number, Python's or NumPy's (a 0-d array's too), not a bool."""
+    v = _scalar(v)
     real = isinstance(v, (int, float, np.integer, np.floating))
     return real and not isinstance(v, (bool, np.bool_))
 
@@ -359,10 +367,12 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
-    # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises
-    if isinstance(getattr(unwrapped, name), (int, np.integer)) and float(value).is_integer():
+    # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises;
+    # one held as a 0-d array gets a 0-d array
+    cur = getattr(unwrapped, name)
+    if isinstance(_scalar(cur), (int, np.integer)) and float(value).is_integer():
         value = int(value)
-    setattr(unwrapped, name, value)
+    setattr(unwrapped, name, np.array(value) if isinstance(cur, np.ndarray) else value)
     if isinstance(unwrapped, CartPoleEnv):
         for key, fn in _CARTPOLE_DERIVED.items():
             setattr(unwrapped, key, fn(unwrapped))
@@ -453,9 +463,20 @@ def _check_private_param(
         if (cur := _user(env_id, f"reading {name!r}", getattr, u, name, _MISSING)) is _MISSING:
             num = [k for k in dir(u) if _is_number(inspect.getattr_static(u, k, None))]
             public = sorted(k for k in num if k[0] != "_")  # getattr_static: no property is run
+            w = env  # a wrapper of the registered env holding it is never set per agent
+            while (
+                isinstance(w, gym.Wrapper) and inspect.getattr_static(w, name, _MISSING) is _MISSING
+            ):
+                w = w.env
+            where = (
+                f"; it is an attribute of the wrapper {type(w).__name__}, which the trainer does "
+                "not set: move it to the env (the wrapper reading env.unwrapped's)"
+                if isinstance(w, gym.Wrapper)
+                else ""
+            )
             raise InvalidParameterError(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
-                f"(env {env_id!r}); numeric attributes there: {public}"
+                f"(env {env_id!r}); numeric attributes there: {public}{where}"
             )
         if isinstance(u, CartPoleEnv) and name in _CARTPOLE_DERIVED:
             raise InvalidParameterError(
@@ -469,7 +490,9 @@ def _check_private_param(
             )
         _check_physical(u, name, vals)
         # an int default (MountainCar's goal_velocity=0) takes a float where the env does
-        bad = [v for v in vals if v != int(v)] if isinstance(cur, (int, np.integer)) else []
+        bad = (
+            [v for v in vals if v != int(v)] if isinstance(_scalar(cur), (int, np.integer)) else []
+        )
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
@@ -803,15 +826,21 @@ class MountainCarParamVectorEnv(_NativeParamVectorEnv):
 
 
 class _LastReward(gym.Wrapper):  # type: ignore[misc]
-    """A row of :class:`SyncParamVectorEnv`: its last reward as the env returned it (the batch
-    stores None as NaN; the message says which it was)."""
+    """A row of :class:`SyncParamVectorEnv`: its last reward, terminated and truncated as the
+    env returned them (the batch stores a reward None as NaN, a terminated 'False' as True; the
+    message says which it was)."""
 
-    last_reward: Any = 0.0
+    last: Any = (0.0, False, False)
 
     def step(self, action: Any) -> Any:
         out = self.env.step(action)
-        self.last_reward = out[1] if isinstance(out, tuple) and len(out) > 1 else 0.0
+        self.last = out[1:4] if isinstance(out, tuple) and len(out) > 3 else (0.0, False, False)
         return out
+
+
+def _odd(g: Any, real: tuple, kinds: str) -> bool:
+    """Not a number of ``real`` types nor a 0-d array of ``kinds`` (a str, None, a list)."""
+    return not isinstance(g, real) and (np.ndim(g) > 0 or np.asarray(g).dtype.kind not in kinds)
 
 
 class SyncParamVectorEnv(ParamVectorEnv):
@@ -821,7 +850,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
     def __init__(
         self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
     ) -> None:
-        self._fresh = lambda: _LastReward(_make(env_id, max_episode_steps))
+        self._fresh = lambda checker=True: _LastReward(_make(env_id, max_episode_steps, checker))
         self.inner = _user(
             env_id,
             "make",
@@ -842,7 +871,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
             if not np.isnan(self.values[r]):
                 _user(self.env_id, "close", self.inner.envs[r].close)
-                self.inner.envs[r] = _user(self.env_id, "make", self._fresh)
+                self.inner.envs[r] = _user(self.env_id, "make", self._fresh, False)
                 self._unwrapped[r] = self.inner.envs[r].unwrapped
             set_ = f"setting {self.param}={v!r}"
             _user(self.env_id, set_, _set_param, self._unwrapped[r], self.param, float(v))
@@ -858,19 +887,23 @@ class SyncParamVectorEnv(ParamVectorEnv):
             return out, obs, np.asarray(out[1], np.float64) if what == "step" else np.zeros(1)
 
         out, obs, rew = _user(self.env_id, what, run)
-        # a reward that is not a number (None: NaN; '1.0': 1.0 in SyncVectorEnv's float array)
-        got = [e.last_reward if what == "step" else 0.0 for e in self.inner.envs]
-        real = (int, float, np.integer, np.floating)
-        odd = np.array([not isinstance(g, real) and (np.ndim(g) > 0 or np.asarray(g).dtype.kind
-                                                     not in "biuf") for g in got])  # fmt: skip
-        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew) | odd
+        # a reward that is not a number (None: NaN; '1.0': 1.0 in SyncVectorEnv's float array),
+        # a terminated or truncated that is not a bool ('False': True in its bool array)
+        got = [e.last if what == "step" else (0.0, False, False) for e in self.inner.envs]
+        ints = (int, np.integer)  # a bool is an int
+        odd = np.array([[_odd(g[0], (*ints, float, np.floating), "biuf"),
+                         *(_odd(f, (*ints, np.bool_), "biu") for f in g[1:])]
+                        for g in got])  # fmt: skip
+        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew) | odd.any(axis=1)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
-            what = (
-                f"reward {got[r]!r} in step ({type(got[r]).__name__}, not a number)"
-                if odd[r]
-                else f"a non-finite observation or reward in {what}"
-            )
+            what = f"a non-finite observation or reward in {what}"
+            for j, (key, kind) in enumerate((("reward", "number"), ("terminated", "bool"),
+                                             ("truncated", "bool"))):  # fmt: skip
+                if odd[r, j]:
+                    g = got[r][j]
+                    what = f"{key} {g!r} in step ({type(g).__name__}, not a {kind})"
+                    break
             raise InvalidParameterError(
                 f"env {self.env_id!r} returned {what} (row {r}, "
                 f"{self.param}={float(self.values[r])!r})"

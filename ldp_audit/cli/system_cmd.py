@@ -27,6 +27,7 @@ import functools
 import inspect
 import json
 import math
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -206,10 +207,10 @@ def _out(args: argparse.Namespace, c: Any, cfg: Any) -> str | None:
 def _running(args: argparse.Namespace) -> Iterator[None]:
     """While a command runs: ``--force`` reaches the trainers (:func:`ldp_audit.limits.forcing`)
     and a library warning (e.g. PGC-A3C's coordinate-clipping claim) is one ``WARNING:`` line
-    on stderr, not Python's two-line form."""
+    on stderr, not Python's two-line form, without a terminal's colour codes (Gymnasium's)."""
     with forcing(bool(getattr(args, "force", False))), warnings.catch_warnings():
         warnings.showwarning = lambda message, *a, **k: print(
-            f"WARNING: {message}", file=sys.stderr
+            "WARNING: " + re.sub(r"\x1b\[[0-9;]*m", "", str(message)), file=sys.stderr
         )
         yield
 
@@ -442,7 +443,7 @@ def attack_run_dir(
                 f"whose {name} attack takes no {key}"
             )
     kw = {k: v for k, v in kw.items() if k in takes}
-    with forcing(bool(getattr(args, "force", False))):
+    with _running(args):
         res = scorer(rd.path, seed=args.seed, confidence=args.confidence,
                      progress=show_progress(args), **kw)  # fmt: skip
     # an audit run beside the attack (FedRL's output mechanism): its violation counts, its

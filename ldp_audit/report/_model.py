@@ -143,21 +143,41 @@ def _ledger_check(run: RunData) -> dict[str, Any]:
     return {"ok": ok, "authenticated": auth, "words": words, "detail": res.to_dict()}
 
 
+def _implied_charges(run: RunData) -> tuple[Counter, dict[str, int]] | None:
+    """(charges the transcript's rows imply, the ledger's charges per id, every scope): the
+    System contract's ``ledger_charges``, for a system whose report part gives no
+    ``releases``; None where the run or the system's code cannot give them (an interrupted
+    run without its transcript)."""
+    from ldp_audit.rundir import RunDir
+
+    try:
+        rd = RunDir(run.path)
+        implied = rd.system.ledger_charges(rd.transcript(), rd.train_config)
+        return Counter({str(a): int(n) for a, n in implied.items() if n}), rd.ledger_charges()
+    except Exception:  # the system's own code: the report never crashes on it
+        return None
+
+
 def _ledger_section(
-    run: RunData, led: LedgerStats, top: int, releases: list[str] | None = None
+    run: RunData,
+    led: LedgerStats,
+    top: int,
+    releases: list[str] | None = None,
+    implied: tuple[Counter, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
-    # with the system's releases (the ledger id of every transcript row) the ledger is checked
-    # against them; without, agents come from the ledger alone
-    known = releases is not None
-    tr_counts = Counter(releases or [])  # releases per id (ids in natural order)
+    # with the system's releases (the ledger id of every transcript row), or the charges its
+    # transcript implies (``implied``), the ledger is checked against them; without, agents
+    # come from the ledger alone
+    known = releases is not None or implied is not None
+    tr_counts = Counter(releases or []) if implied is None else implied[0]  # releases per id
     ids = sorted(tr_counts, key=_natural) if known else list(led.agents)
     counts = np.array([tr_counts[a] for a in ids] if known else [], dtype=np.int64)
-    in_ledger = set(led.agents)
+    in_ledger = set(led.agents) if implied is None else set(implied[1])
     uncharged = [a for a in ids if a not in in_ledger] if known else []
     # per agent, the ledger's charges against the transcript's releases: fewer charges than
     # releases is spend that was never accounted (an agent with none is `uncharged` above);
     # more is charged-not-released (a prepaid block, an interrupted release): the safe side
-    cc = led.charge_counts
+    cc = led.charge_counts if implied is None else implied[1]
     compared = known and cc is not None
     under = [a for a in ids if a in in_ledger and cc.get(a, 0) < tr_counts[a]] if compared else []
     over = [a for a in ids if cc.get(a, 0) > tr_counts[a]] if compared else []
@@ -306,7 +326,13 @@ def build_parts(
         "generator": _generator(),
         "run_dir": str(run.path),
         "run": _run_section(run, part.missing),
-        "ledger": _ledger_section(run, ledger, top, part.releases),
+        "ledger": _ledger_section(
+            run,
+            ledger,
+            top,
+            part.releases,
+            None if part.releases is not None else _implied_charges(run),
+        ),
         "audits": audit_section(run),
         "attacks": attack_section(run),
         "claim": claim_section(run),

@@ -595,4 +595,6 @@ def gym_report(
         title = "Private parameter (Gymnasium environment)"
         table = ("", ["field", "value"], rows)
         sections.append(section("private-parameter", title, [para], table, data=param))
-    return {"sections": sections, "statement": facts}
+    pgc = load_pgc(run_dir, run.config, run.metrics)  # its releases, checked against the ledger
+    releases = {} if isinstance(pgc, list) else {"releases": pgc.releases()}
+    return {"sections": sections, "statement": facts, **releases}
