@@ -23,7 +23,11 @@ code, ``|dx + dy|`` (papers.md, section 3), for meeting, the +50 and c / d alike
 d = 0 occurs without the agents sharing a cell (``dx = -dy``, e.g. one cell diagonally apart),
 and the step that reaches it is a meeting (d <= 1). Ours pays c / max(d, 1) = c there; the key
 ``d0`` gives, per policy, the share of episodes with such a step and the mean AvgRwd if c / d paid
-0 at d = 0 instead (what the authors' code pays at d = 0 we could not read: see docs/fedrl.md).
+0 at d = 0 instead. Under that rule the output also has the key ``public-code``: the reward of
+the authors' public code (``github.com/FRL2019/FRL`` at 00a65fb, ``gridworld/environment.py``),
+each agent's -1 / -10, plus N / (d + 1) every step (not c / d; N at d = 0), plus 50 at d <= 1,
+summed undiscounted over each test episode (ended at d <= 1 or T_m steps: its 38 / 86 at 8 / 16
+equal ours) and averaged over all test episodes, failures included (its ``agent.test``).
 
 Run: ``.venv/bin/python benchmarks/fedrl_avgrwd_scale.py --size 8`` (prints JSON; seconds).
 """
@@ -75,7 +79,7 @@ def rollout(maps, test, policy, rule: str) -> dict[str, np.ndarray]:
     env = VectorGridWorld(maps, test, hist_len=1, meeting_rule=rule)
     env.reset()
     k = len(test)
-    keys = ("steps", "bumps", "bump_steps", "met", "shaping", "reward", "d0")
+    keys = ("steps", "bumps", "bump_steps", "met", "shaping", "reward", "d0", "code_shaping")
     comp = {x: np.zeros(k) for x in keys}
     for t in range(int(maps.t_max)):
         if env.done.all():
@@ -87,17 +91,20 @@ def rollout(maps, test, policy, rule: str) -> dict[str, np.ndarray]:
         comp["bump_steps"] += env.last_bumps.any(axis=1)
         comp["met"] += met
         comp["shaping"] += np.where(active, maps.size / np.maximum(md, 1), 0.0)
+        comp["code_shaping"] += np.where(active, maps.size / (md + 1.0), 0.0)
         comp["reward"] += r
         comp["d0"] += active & (md == 0)
     return comp
 
 
-def readings(c: dict[str, np.ndarray]) -> dict[str, float]:
+def readings(c: dict[str, np.ndarray], rule: str) -> dict[str, float]:
     ours = c["reward"]
     rebuilt = -2 * c["steps"] - 9 * c["bumps"] + 50 * c["met"] + c["shaping"]
     assert np.allclose(ours, rebuilt), "reward decomposition does not add up"
     team = -c["steps"] - 9 * c["bump_steps"] + 50 * c["met"] + c["shaping"]
+    code = ours - c["shaping"] + c["code_shaping"]
     return {
+        **({"public-code": float(code.mean())} if rule == "public-code" else {}),
         "succ_rate": float(c["met"].mean()),
         "mean_steps": float(c["steps"].mean()),
         "ours": float(ours.mean()),
@@ -166,7 +173,7 @@ def main() -> None:
     d0 = {}
     for name, linger in (("shortest", False), ("linger", True)):
         comp = rollout(maps, test, walker(linger), args.meeting_rule)
-        out[name], d0[name] = readings(comp), at_d0(comp, args.size)
+        out[name], d0[name] = readings(comp, args.meeting_rule), at_d0(comp, args.size)
     comps = []
     for s in range(args.seeds):
         rng = np.random.default_rng(np.random.SeedSequence([args.map_seed, 4242, s]))
@@ -176,7 +183,7 @@ def main() -> None:
             )
         )
     pooled = {k: np.concatenate([c[k] for c in comps]) for k in comps[0]}
-    out["random"], d0["random"] = readings(pooled), at_d0(pooled, args.size)
+    out["random"], d0["random"] = readings(pooled, args.meeting_rule), at_d0(pooled, args.size)
     out["d0"] = d0
     print(json.dumps(out, indent=1))
 
