@@ -236,7 +236,11 @@ def test_uncharged_agents_are_flagged(run: Path) -> None:
     rep = build_report(run, ledger=ledger_for(run, drop=2), figures=False)
     led = rep.model["ledger"]
     assert led["uncharged_agents"] == 2 and led["uncharged_examples"] == ["0/0", "0/1"]
-    assert "NOT accounted" in " ".join(rep.model["verdict"]["not_verified"])
+    # a release the ledger never charged is a violation of the accounting (session 53: it was
+    # a "not verified" line under "Claims not contradicted")
+    v = rep.model["verdict"]
+    assert v["status"] == "violation" and v["headline"].startswith("1 privacy violation found.")
+    assert "RELEASES NOT CHARGED: 2 agents submitted reports" in v["violations"][0]
 
 
 def test_budget_overrun_is_not_guaranteed(run: Path) -> None:

@@ -249,7 +249,8 @@ def test_dict_form_feeds_the_generic_ledger_statement_and_verdict(tmp_path: Path
     led = m["ledger"]
     assert led["releases"] == 3 and led["agents_in_transcript"] == 2
     assert led["uncharged_agents"] == 1 and led["uncharged_examples"] == ["ghost"]
-    assert "NOT accounted" in " ".join(m["verdict"]["not_verified"])
+    assert "NOT accounted" in " ".join(m["verdict"]["violations"])
+    assert m["verdict"]["status"] == "violation"
     assert "The contract system says hello." in m["verdict"]["claimed"]
     f = m["privacy_statement"]["fields"]
     assert f["privacy_unit"] == "a contract agent"

@@ -520,6 +520,7 @@ def test_report_compares_the_ledger_with_what_the_transcript_implies(
     text = json.dumps(bad["verdict"])
     assert "1 agent submitted reports that the ledger never charged (e.g. agent-1)" in text
     assert "1 agent released more reports than the ledger charged" in text
+    assert bad["verdict"]["status"] == "violation" and good["verdict"]["status"] != "violation"
 
 
 @pytest.mark.parametrize(

@@ -308,18 +308,21 @@ def report_verdict(
         )
     if led.get("releases") == 0:
         not_verified.append("The run made no submissions: nothing was released or learned.")
+    # a release the ledger never charged breaks the accounting every claim rests on (a budget
+    # is charged before the release): a violation, as the one-run audit's ledger test reads it
     if led["uncharged_agents"]:
-        not_verified.append(
-            f"{noun(led['uncharged_agents'], 'agent')} submitted reports that the ledger never "
-            f"charged (e.g. {', '.join(led['uncharged_examples'])}): their spend is NOT accounted."
+        violations.append(
+            f"RELEASES NOT CHARGED: {noun(led['uncharged_agents'], 'agent')} submitted reports "
+            f"that the ledger never charged (e.g. {', '.join(led['uncharged_examples'])}): their "
+            "spend is NOT accounted."
         )
     elif led.get("releases") is not None:
         verified.append("Every agent that submitted a report was charged in the ledger.")
     if led.get("undercharged_agents"):
-        not_verified.append(
-            f"{noun(led['undercharged_agents'], 'agent')} released more reports than the ledger "
-            f"charged (e.g. {', '.join(led['undercharged_examples'])}): part of their spend is "
-            f"NOT accounted."
+        violations.append(
+            f"RELEASES NOT CHARGED: {noun(led['undercharged_agents'], 'agent')} released more "
+            f"reports than the ledger charged (e.g. {', '.join(led['undercharged_examples'])}): "
+            "part of their spend is NOT accounted."
         )
     elif led.get("charges_compared") and not led["uncharged_agents"]:
         more = led.get("overcharged_agents") or 0
