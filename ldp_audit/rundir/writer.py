@@ -141,6 +141,9 @@ class RunWriter:
         if mode != "resume":
             check_new_dir(self.path, name="run_dir", overwrite=(mode == "overwrite"))
         load_key(create=True)  # a bad ledger key refused before the run folder is touched
+        from ldp_audit.accountant.ledger_marks import check_writable
+
+        check_writable(str(self.path / "ledger.sqlite"))  # and marks that cannot be written
         if mode == "resume":
             self._prepare_resume(cfg_doc)
         else:
