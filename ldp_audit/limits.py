@@ -23,6 +23,7 @@ The check only reads configuration values: within the limits nothing about a run
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.parse import parse_real
 
 GiB = 2**30
 #: the absolute memory cap (bytes), whatever the machine
@@ -98,8 +100,8 @@ def _parse_bytes(text: str) -> int:
             f"{MEMORY_ENV} must be a number of bytes (e.g. 4000000000 or 4G), got {text!r}"
         )
     v = float(m.group(1)) * _UNITS[m.group(2).upper()]
-    if not math.isfinite(v) or v <= 0:
-        raise InvalidParameterError(f"{MEMORY_ENV} must be > 0, got {text!r}")
+    if not math.isfinite(v) or v < 1:  # 0.1 would be a limit of 0 bytes
+        raise InvalidParameterError(f"{MEMORY_ENV} must be at least 1 byte, got {text!r}")
     return int(v)
 
 
@@ -129,11 +131,11 @@ def time_limit() -> tuple[float, str]:
     """The compute-time limit in seconds and how it was set."""
     env = os.environ.get(TIME_ENV)
     if env is not None and env.strip():
-        try:
-            v = float(env)
-        except ValueError:
+        try:  # strictly, as the options: not 1_000 or a full-width digit
+            v = parse_real(env, TIME_ENV)
+        except argparse.ArgumentTypeError:
             v = math.nan
-        if not (math.isfinite(v) and v > 0):
+        if not v > 0:
             raise InvalidParameterError(f"{TIME_ENV} must be a number of seconds > 0, got {env!r}")
         return v, f"set by {TIME_ENV}"
     return TIME_LIMIT_S, f"the default; {TIME_ENV} sets another"

@@ -295,6 +295,7 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         (["attack", "dynamics", "--mechanism", "none", "--clip", "1"], ("--clip",)),
         (["attack", "dynamics", "--mechanism", "none", "--epsilon", "1"], ("--epsilon",)),
         (["attack", "dynamics", "--out", "x.json", "--plot", "x.json"], ("--out", "--plot")),
+        (["attack", "dynamics", "--out", "x.json", "--plot", "p.txt"], ("--plot", "'p.txt'")),
         (["audit", "--mechanism", "none"], ("--mechanism", "none")),
         (["audit", "--mechanism", "lapalce", "--epsilon", "1"], ("laplace",)),
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--sigma", "1"], ("--sigma",)),

@@ -191,6 +191,7 @@ def test_a_user_module_calling_sys_exit_at_import_is_exit_2_naming_it(
         ),
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--epsilon=2"], "--epsilon=2"),
         (["train", "frd", "--stop-at-mission", "--no-stop-at-mission"], "--stop-at-mission/"),
+        (["report", "RUN", "-oA"], "-o/--out given 2 times (-oA; --out "),  # -oA: until s53
     ],
 )  # fmt: skip
 def test_a_repeated_option_is_refused_never_last_wins(

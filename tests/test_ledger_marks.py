@@ -321,3 +321,22 @@ def test_an_unverified_read_of_a_copy_the_mark_refuses_reads_it_and_says_why(
         with pytest.raises(LedgerIntegrityError, match=why):
             Accountant(older)  # a writer's open: refused, nothing charged
     assert {f: f.read_bytes() for f in before} == before
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or not os.path.isdir("/sys/kernel"),
+    reason="needs root and sysfs (where os.access says writable and a create is refused)",
+)
+def test_a_marks_folder_root_cannot_create_in_is_refused_before_a_run(
+    tmp_path, monkeypatch
+) -> None:
+    """Session 53: ``LDP_AUDIT_HEADS=/sys/kernel`` passed the writer's os.access check as root;
+    ``train`` charged its ledger, then exited 2 naming the mark it could not write."""
+    from ldp_audit.accountant.ledger_marks import check_writable
+
+    monkeypatch.setenv(ENV_HEADS, "/sys/kernel")
+    with pytest.raises(LedgerError, match="cannot be written"):
+        check_writable(str(tmp_path / "ledger.sqlite"))
+    with pytest.raises(LedgerError, match="cannot be written"):
+        RunWriter(tmp_path / "run", algorithm="test", config={}, seed=0)
+    assert not (tmp_path / "run").exists()

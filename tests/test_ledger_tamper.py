@@ -369,6 +369,22 @@ def test_key_file_sources_and_permissions(tmp_path: Path, monkeypatch: pytest.Mo
         load_key()
 
 
+def test_a_relative_key_file_is_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``LDP_AUDIT_KEY_FILE=rel/key`` named another key from each working folder: ``train``
+    created one under its folder and ``budget`` from another folder read no key (exit 4,
+    unauthenticated), session 53. Refused like a relative ``LDP_AUDIT_HEADS``."""
+    run = _make_run(tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", "rel/ledger.key")
+    with pytest.raises(KeyFileError, match="_FILE='rel/ledger.key' is not an absolute path"):
+        load_key(create=True)
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert "LDP_AUDIT_KEY_FILE='rel/ledger.key'" in capsys.readouterr().err
+    with pytest.raises(KeyFileError):
+        RunWriter(tmp_path / "new", algorithm="toy", config={}, seed=0)
+    assert not (tmp_path / "rel").exists() and not (tmp_path / "new").exists()
+
+
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (chown)")
 def test_a_key_file_another_user_owns_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -162,6 +162,14 @@ def test_extra_folder_and_file_are_read(tmp_path: Path) -> None:
     (t,) = m["attacks"]["results"]
     assert t["name"] == "membership" and t["source"] == str(attack)
     assert m["run"]["extra"] == [str(out), str(attack)]
+    # a file named twice, or the run's own as EXTRA, is read once (s53: `report RUN RUN` said
+    # "2 privacy violations found" for the run's one audit)
+    from ldp_audit.rundir import write_artifact
+
+    write_artifact(run, "audit.json", [json.loads((out / "audit.json").read_text())])
+    twice = [out, out / "audit.json", tmp_path / "audit-out" / ".." / "audit-out", run, attack]
+    m = build_report(run, extra=[*twice, attack], sections_registry=REG, figures=False).model
+    assert len(m["audits"]["results"]) == 2 and len(m["attacks"]["results"]) == 1
     with pytest.raises(RunDirectoryError, match="extra must be existing folders or JSON files"):
         build_report(run, extra=[tmp_path / "missing"], sections_registry=REG, figures=False)
     bad = tmp_path / "bad"

@@ -83,6 +83,34 @@ def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
         RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
 
 
+def test_a_bad_ledger_key_is_refused_before_the_run_folder_is_made(tmp_path, monkeypatch) -> None:
+    """Session 53: ``LDP_AUDIT_KEY=zz ldp-audit train ... --out R`` (or a key file that is a
+    folder, world-readable, ...; or ``LDP_AUDIT_HEADS`` a folder that cannot be written) exited 2
+    leaving R with a config.json "running" and no manifest."""
+    from ldp_audit.errors import LedgerError
+
+    (tmp_path / "afile").write_text("x")
+    run = tmp_path / "run"
+    _run(run)
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="overwrite")
+    w.finish(status="interrupted")
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    for env, value in (
+        ("LDP_AUDIT_KEY", "zz"),
+        ("LDP_AUDIT_KEY_FILE", str(tmp_path)),
+        ("LDP_AUDIT_HEADS", str(tmp_path / "afile")),
+    ):
+        with monkeypatch.context() as mp:
+            mp.setenv(env, value)
+            with pytest.raises(LedgerError):  # KeyFileError is one
+                RunWriter(tmp_path / "new", algorithm="test", config={}, seed=0)
+            assert not (tmp_path / "new").exists()
+            for mode in ("resume", "overwrite"):  # the interrupted run is left as it was
+                with pytest.raises(LedgerError):
+                    RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode=mode)
+                assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
 def test_artifacts_are_named_and_never_silently_replaced(tmp_path) -> None:
     run = tmp_path / "run"
     _run(run)

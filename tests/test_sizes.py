@@ -252,6 +252,13 @@ def test_check_resources_limits_and_force(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv(limits.MEMORY_ENV, "lots")
     with pytest.raises(InvalidParameterError, match=limits.MEMORY_ENV):
         limits.check_resources(e, force=False)
+    # session 53: "0.1" was a limit of 0 bytes; "1_0" and a full-width "１" were read as numbers
+    mem_time = limits.MEMORY_ENV, limits.TIME_ENV
+    for env, text in zip(mem_time + mem_time[1:], ("0.1", "1_0", "１"), strict=True):
+        monkeypatch.setenv(env, text)
+        with pytest.raises(InvalidParameterError, match=rf"^{env} must be .*got '{text}'$"):
+            limits.check_resources(e, force=False)
+        monkeypatch.setenv(env, "4M" if env == limits.MEMORY_ENV else "5")
     with pytest.raises(InvalidParameterError, match="force"):
         limits.check_resources(e, force="yes")  # type: ignore[arg-type]
     monkeypatch.delenv(limits.MEMORY_ENV)

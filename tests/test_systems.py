@@ -435,6 +435,22 @@ def test_generic_set_refuses_malformed_and_non_finite_values(text: str) -> None:
     assert convert("agents=3") == ("agents", 3) and convert("mode=fedavg") == ("mode", "fedavg")
 
 
+@pytest.mark.parametrize("option", ["--set", "--param"])
+def test_key_value_refuses_a_number_a_double_reads_as_zero(option: str) -> None:
+    import argparse
+    import math
+
+    from ldp_audit.cli.types import key_value
+
+    convert = key_value(option, finite=option == "--set")  # --param: as audit declares it
+    for text in ("delta=1e-400", "x=[0.5, -2e-330]", 'c={"eps": 1E-999}'):
+        with pytest.raises(argparse.ArgumentTypeError, match=rf"^{option} .*too small"):
+            convert(text)  # until session 53 read as 0 (OpacusRunConfig: "got 0.0")
+    assert convert("delta=5e-324") == ("delta", 5e-324) and convert("x=0.0") == ("x", 0.0)
+    if option == "--param":  # non-finite values still reach the user's class
+        assert math.isinf(convert("x=1e400")[1])
+
+
 def test_listing_the_systems_imports_no_trainer() -> None:
     import subprocess
     import sys

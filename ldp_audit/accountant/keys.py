@@ -210,6 +210,11 @@ def key_file_path() -> Path | None:
     if text is not None and text.strip():
         return None
     named = os.environ.get(ENV_KEY_FILE)
+    if named is not None and named.strip() and not os.path.isabs(named):  # as ENV_HEADS
+        raise KeyFileError(
+            f"{ENV_KEY_FILE}={named!r} is not an absolute path: from each working folder it "
+            f"names another key (a writer creates one there); set it to an absolute path"
+        )
     return Path(named) if named is not None and named.strip() else default_key_path()
 
 

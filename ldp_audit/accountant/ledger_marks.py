@@ -27,6 +27,7 @@ import json
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -172,6 +173,8 @@ def check_writable(path: str) -> None:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError("not writable")
+        with tempfile.TemporaryFile(dir=folder):  # root passes os.access on /sys, not a create
+            pass
     except OSError as exc:
         raise LedgerError(
             f"ledger {path!r} cannot be charged: the folder of its high-water mark "

@@ -188,9 +188,12 @@ def _refuse_repeated(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     by_opt = {o: a for a in leaf._actions if isinstance(a, single) for o in a.option_strings}
     seen: dict[argparse.Action, list[str]] = {}
     for i, tok in enumerate(argv[: argv.index("--") if "--" in argv else len(argv)]):
-        action = by_opt.get(tok.partition("=")[0])
+        name = tok.partition("=")[0]
+        if name not in by_opt and tok[:1] == "-" != tok[1:2]:  # -oDIR: argparse's -o DIR
+            name = tok[:2]
+        action = by_opt.get(name)
         if action is not None:  # the option and its value, as given
-            value = argv[i + 1 : i + 2] if action.nargs != 0 and "=" not in tok else []
+            value = argv[i + 1 : i + 2] if action.nargs != 0 and tok == name else []
             seen.setdefault(action, []).append(" ".join([tok, *value]))
     for action, given in seen.items():
         if len(given) > 1:

@@ -258,6 +258,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
             check_new_file(path, name=flag, overwrite=args.overwrite)  # its folder probed
     if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
         raise InvalidParameterError(f"--out and --plot must differ, both are {args.out!r}")
+    if args.plot and Path(args.plot).suffix.lower() not in ("", ".png"):  # not after the work
+        raise InvalidParameterError(f"--plot writes a PNG: name a .png file, got {args.plot!r}")
     if args.run_dir is None:  # a simulated attack, before any work
         est = attack_estimates(
             args.agents, args.shadow or 1000, args.reports, args.train_submissions
@@ -302,7 +304,7 @@ def _plot(result: Any, path: str) -> None:
     ax.set_title(f"{result.attack}: eps={result.epsilon:g} x T={result.reports_per_agent}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
 
 

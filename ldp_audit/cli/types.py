@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.parse import INT_MAX, parse_int, real_in
+from ldp_audit.parse import INT_MAX, parse_int, parse_real, real_in
 from ldp_audit.rundir import check_new_dir
 from ldp_audit.rundir.paths import is_run_dir
 
@@ -45,7 +45,8 @@ def key_value(option: str, *, finite: bool = True) -> Callable[[str], tuple[str,
     """A converter for ``KEY=VALUE`` (``KEY`` an identifier); ``VALUE`` is read as a JSON
     literal (1, 0.5, true, "x"), else kept as text. With ``finite``, ``NaN``, ``Infinity`` and
     a number too large for a double (``1e400``) are refused, never read as a non-finite value
-    (without it they reach the receiver, e.g. a user's class, which names them itself)."""
+    (without it they reach the receiver, e.g. a user's class, which names them itself); a
+    number a double reads as 0 (``1e-400``) is refused either way, never passed on as 0."""
 
     def convert(text: str) -> tuple[str, Any]:
         key, sep, raw = text.partition("=")
@@ -57,17 +58,19 @@ def key_value(option: str, *, finite: bool = True) -> Callable[[str], tuple[str,
 
         def read_float(f: str) -> float:
             if not math.isfinite(float(f)):  # 1e400 would silently become inf
-                refuse(f"{f} is not a finite number")
-            return float(f)
+                if finite:
+                    refuse(f"{f} is not a finite number")
+                return float(f)
+            return parse_real(f, f"{option} {text!r}")  # 1e-400 is not silently 0
 
         def constant(c: str) -> NoReturn:
             refuse(
                 f'{c} is not a value (write an infinite epsilon as "inf" if the config accepts it)'
             )
 
-        strict = {"parse_float": read_float, "parse_constant": constant} if finite else {}
+        strict = {"parse_constant": constant} if finite else {}
         try:
-            return key, json.loads(raw, **strict)
+            return key, json.loads(raw, parse_float=read_float, **strict)
         except ValueError:  # not JSON (or an integer too long to read): kept as text
             return key, raw  # a bare word is a string; the config checks its type
 

@@ -133,10 +133,11 @@ def _classify(obj: Any) -> str | None:
 
 
 def _read_extra(
-    paths: tuple[Path, ...],
+    paths: tuple[Path, ...], seen: set[Path]
 ) -> tuple[list[tuple[Path, list[dict[str, Any]]]], list[tuple[Path, dict[str, Any]]]]:
     """Audits and attacks from extra folders (their audit.json, attack_*.json and any other
-    JSON file holding an audit or attack result) and extra files."""
+    JSON file holding an audit or attack result) and extra files; a file in ``seen`` (resolved:
+    the run's own, or one named twice) is read once, never counted again."""
     audits: list[tuple[Path, list[dict[str, Any]]]] = []
     attacks: list[tuple[Path, dict[str, Any]]] = []
     for base in paths:
@@ -149,6 +150,9 @@ def _read_extra(
                 f"extra must be existing folders or JSON files, got {str(base)!r} (not found)"
             )
         for f in json_files(base):
+            if f.resolve() in seen:  # `report RUN RUN` counted the run's audit twice (s53)
+                continue
+            seen.add(f.resolve())
             obj = read_json(f.parent, f.name)
             kind = _classify(obj)
             if kind is None:
@@ -198,7 +202,7 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
         sources[f"attack_{name}"] = str(f)
     extra_paths = tuple(Path(e) for e in extra)
     sources["missing"] = ", ".join(missing)
-    ex_audits, ex_attacks = _read_extra(extra_paths)
+    ex_audits, ex_attacks = _read_extra(extra_paths, {f.resolve() for f in path.glob("*.json")})
     for f, entries in ex_audits:
         audits = (audits or []) + [dict(e, source=str(f)) for e in entries]
         sources[str(f)] = str(f)
@@ -233,7 +237,8 @@ def one_run_audit_documents(
     for e in extra or []:
         cands.extend(json_files(Path(e)))
     out: list[tuple[str, dict[str, Any]]] = []
-    for f in cands:
+    firsts: dict[Path, Path] = {}  # each file once (`report RUN RUN`), by its first name
+    for f in [firsts.setdefault(f.resolve(), f) for f in cands if f.resolve() not in firsts]:
         try:
             d = read_json(f.parent, f.name)
         except RunDirectoryError:

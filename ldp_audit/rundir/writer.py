@@ -135,7 +135,7 @@ class RunWriter:
             raise InvalidParameterError(f"algorithm must be a non-empty str, got {algorithm!r}")
         check_int(seed, "seed", minimum=0)
         self.path = check_path_arg(path, "run_dir")
-        from ldp_audit.accountant.keys import check_key_outside
+        from ldp_audit.accountant.keys import check_key_outside, load_key
 
         check_key_outside(self.path)  # the run must never carry its own key
         self.algorithm = algorithm
@@ -163,12 +163,17 @@ class RunWriter:
                 f"dicts), got {where}: {exc}"
             ) from None
         unpin_run(self.path)  # what a check saw of an earlier run here is not this run
+        if mode != "resume":
+            check_new_dir(self.path, name="run_dir", overwrite=(mode == "overwrite"))
+        load_key(create=True)  # a bad ledger key refused before the run folder is touched
+        from ldp_audit.accountant.ledger_marks import check_writable
+
+        check_writable(str(self.path / "ledger.sqlite"))  # and marks that cannot be written
         if mode == "resume":
             self._prepare_resume(cfg_doc)
             self.config_doc, self._finished = cfg_doc, False
             _UNFINISHED.add(self)
         else:
-            check_new_dir(self.path, name="run_dir", overwrite=(mode == "overwrite"))
             if mode == "overwrite" and self.path.exists():
                 shutil.rmtree(self.path)
             self.path.mkdir(parents=True, exist_ok=True)
