@@ -252,13 +252,28 @@ def _secret_truth(
     return truth_rows, truth
 
 
+def check_uniform_secrets(run_dir: str | Path) -> None:
+    """Refuse a run whose config fixes agents' gravities (``agent_gravities``, the membership
+    canaries): the ceiling ``e^eps/(e^eps+k-1)`` and chance ``1/k`` hold for gravities drawn
+    uniformly, and always guessing a planted gravity could beat them (s53-attackprobe)."""
+    fixed = (RunDir(run_dir).config.get("config") or {}).get("agent_gravities")
+    if fixed is not None:
+        raise InvalidParameterError(
+            f"{run_dir}: config.agent_gravities fixes {len(fixed)} agents' gravities, so they are "
+            "not equally likely: the dynamics attack's ceiling e^eps/(e^eps+k-1) and chance 1/k "
+            "do not apply (score such a run with ldp_audit.attacks.membership)"
+        )
+
+
 def score_run_dir(
     run_dir: str | Path, prediction: dict[str, Any], *, confidence: float = 0.95
 ) -> AttackResult:
     """Score :func:`attack_run_dir` predictions against ``secrets.npz`` (the only reader of it).
 
-    The ceiling uses the largest number of reports in any attacked group.
+    The ceiling uses the largest number of reports in any attacked group; a run with fixed
+    ``agent_gravities`` is refused (:func:`check_uniform_secrets`).
     """
+    check_uniform_secrets(run_dir)
     t0 = time.perf_counter()
     inv = prediction["group_of_row"]
     truth_rows, truth = _secret_truth(run_dir, prediction, "gravity")

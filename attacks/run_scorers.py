@@ -30,6 +30,7 @@ def pgc_dynamics(
     """Shadow-gradient dynamics inference on a PGC-A3C run (``attack dynamics --run-dir``)."""
     from ldp_audit.attacks import dynamics_run_dir as D
 
+    D.check_uniform_secrets(run_dir)  # before any work
     pred = D.attack_run_dir(
         run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress
     )

@@ -249,8 +249,12 @@ class AttackResult:
         extra: dict[str, Any] | None = None,
     ) -> AttackResult:
         """The result of a ``k``-way guessing attack: ``correct`` of ``n`` secrets right, scored
-        (interval, ceiling at ``reports_per_agent * epsilon``, implied epsilon, advantage)."""
+        (interval, ceiling at ``reports_per_agent * epsilon``, implied epsilon, advantage).
+        The implied epsilon is taken at the two-sided interval's lower end (it holds with
+        probability ``(1 + confidence) / 2``), so ``violation`` is exactly "the interval lies
+        above the ceiling"."""
         acc = correct / n
+        ci = accuracy_interval(correct, n, confidence)
         return cls(
             attack=attack,
             mechanism=mechanism,
@@ -260,10 +264,12 @@ class AttackResult:
             n=n,
             correct=correct,
             accuracy=acc,
-            accuracy_ci=accuracy_interval(correct, n, confidence),
+            accuracy_ci=ci,
             ceiling=accuracy_ceiling(epsilon, k, reports_per_agent),
             composed_epsilon=composed_epsilon(epsilon, reports_per_agent),
-            epsilon_lower_bound=epsilon_lower_bound_from_accuracy(correct, n, k, confidence),
+            # at the interval's lower end, so the verdict is "the interval printed lies above
+            # the ceiling" (the one-sided limit at `confidence` sits higher: s53-attackprobe)
+            epsilon_lower_bound=epsilon_from_accuracy(ci[0], k),
             confidence=confidence,
             chance=1.0 / k,
             advantage=(acc - 1.0 / k) / (1.0 - 1.0 / k),

@@ -39,3 +39,12 @@ def test_dynamics_json_tiny(tmp_path) -> None:
     assert d["n"] == 30 and d["reports_per_agent"] == 2
     assert d["composed_epsilon"] == 2.0 and d["violation"] is False
     assert json.loads(out_file.read_text())["correct"] == d["correct"]
+
+
+def test_max_groups_without_run_dir_is_refused_not_ignored(capsys) -> None:
+    # s53-attackprobe: `attack dynamics --max-groups 5` (no --run-dir) ran the simulated attack
+    # on its 300 agents and exited 0, the option silently ignored
+    from ldp_audit.cli import main
+
+    rc = main(["attack", "dynamics", "--max-groups", "5", "--agents", "30", "--shadow", "20"])
+    assert rc == 2 and "--max-groups applies only with --run-dir" in capsys.readouterr().err

@@ -311,3 +311,21 @@ def test_cli_run_dir_attack_refuses_too_few_shadows(tmp_path, capsys) -> None:
     assert main([*argv, "--no-progress", "--out", run]) == 0
     assert main(["attack", "dynamics", "--run-dir", run, "--shadow", "1"]) == 2
     assert "--shadow" in capsys.readouterr().err
+
+
+def test_a_run_with_planted_gravities_is_not_scored_against_the_uniform_ceiling(tmp_path) -> None:
+    # s53-attackprobe: a PGC-A3C run whose agents all had gravity 9.8 (agent_gravities) was
+    # scored "chance=0.333" against e^eps/(e^eps+2), which always guessing 9.8 (accuracy 1.0)
+    # beats: refused before the attack, and by the scorer itself
+    from ldp_audit.attacks.run_scorers import pgc_dynamics
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.pgc_a3c.grid import train
+
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=2, max_submissions=20,
+                       agent_gravities=(9.8,) * 30)  # fmt: skip
+    train(cfg, seed=7, run_dir=tmp_path, progress=False)
+    with pytest.raises(InvalidParameterError, match="agent_gravities fixes 30 agents"):
+        pgc_dynamics(tmp_path, n_shadow=20)
+    pred = {"rows": np.arange(2), "group_of_row": np.arange(2), "guess": np.full(2, 9.8)}
+    with pytest.raises(InvalidParameterError, match="ceiling e\\^eps/\\(e\\^eps\\+k-1\\)"):
+        score_run_dir(tmp_path, pred)

@@ -119,3 +119,19 @@ def test_attack_result_violation_and_json() -> None:
     assert json.loads(json.dumps(inf.to_dict()))["epsilon"] == "inf"
     assert not inf.violation
     assert "no violation" in ok.summary() and "VIOLATION" in bad.summary()
+
+
+def test_verdict_fires_exactly_when_the_printed_interval_is_above_the_ceiling() -> None:
+    # s53-attackprobe: the verdict came from the one-sided 95% CP limit while the line printed
+    # the two-sided 95% interval, so 15/20 right at eps = 0.1, k = 2 read "[0.509, ...]
+    # ceiling=0.525 -> VIOLATION" (151 of 29,700 grid cells disagreed). Exact, no randomness.
+    grid = [(k, n, c, eps, t) for k in (2, 3, 50) for n in (20, 100) for c in range(0, n + 1, 2)
+            for eps in (1e-9, 0.1, 0.5, 2.0, math.inf) for t in (1, 3)]  # fmt: skip
+    for k, n, c, eps, t in grid:
+        r = AttackResult.from_guesses(attack="x", mechanism={}, epsilon=eps, reports_per_agent=t,
+                                      k=k, n=n, correct=c)  # fmt: skip
+        assert r.violation == (r.accuracy_ci[0] > r.ceiling), (k, n, c, eps, t)
+        assert r.violation == (r.epsilon_lower_bound > r.composed_epsilon), (k, n, c, eps, t)
+    r = AttackResult.from_guesses(attack="x", mechanism={}, epsilon=0.1, reports_per_agent=1,
+                                  k=2, n=20, correct=15)  # fmt: skip
+    assert r.accuracy_ci[0] < r.ceiling and not r.violation and "no violation" in r.summary()

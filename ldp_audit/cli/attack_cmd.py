@@ -118,7 +118,7 @@ def register(subparsers: Any) -> None:
         "system's attack)",
     )
     d.add_argument("--run-dir", help="attack this run directory's transcript")
-    _count(d, "--max-groups", default=200, help="agents attacked in --run-dir")
+    _count(d, "--max-groups", help="agents attacked in --run-dir (default 200)")
     d.add_argument(
         "--env-module",
         metavar="MODULE",
@@ -238,7 +238,8 @@ def _simulated(p: argparse.ArgumentParser, *more: str) -> None:
 
 
 #: options that mean something only with --run-dir (a simulated attack reads no run)
-_RUN_DIR_ONLY = ("env_module", "simulator", "allow_unverified", "expect_head", "expect_root")
+_RUN_DIR_ONLY = ("max_groups", "env_module", "simulator", "allow_unverified", "expect_head",
+                 "expect_root")  # fmt: skip
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -322,7 +323,8 @@ def _dynamics(args: argparse.Namespace) -> int:
             from ldp_audit.systems import call
 
             sim = call(args.simulator, "--simulator")
-        kw = dict(n_shadow=args.shadow, max_groups=args.max_groups, env_module=args.env_module,
+        groups = 200 if args.max_groups is None else args.max_groups  # None: refused without
+        kw = dict(n_shadow=args.shadow, max_groups=groups, env_module=args.env_module,
                   simulator=sim)  # fmt: skip
         kw = {k: v for k, v in kw.items() if v is not None}  # the attack's own defaults
         # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
