@@ -651,3 +651,22 @@ def test_a_copy_of_a_run_analysed_on_its_own_is_not_a_fork(run: Path, tmp_path: 
     for r in (run, copy):
         write_artifact(r, "attack_x.json", GOOD_ATTACK)
     assert verify_run(run).ok and verify_run(copy).ok
+
+
+def test_accepting_a_restored_run_refuses_an_index_the_key_did_not_write(run: Path) -> None:
+    """Session 53 probe: `budget RUN --accept-restored` on a run whose analyses.json fails its
+    MAC said "nothing was accepted" after the ledger's mark had moved; now neither mark moves."""
+    from ldp_audit.accountant.keys import heads_dir
+
+    with Ledger(run / "ledger.sqlite", readonly=True) as led:
+        mark = heads_dir() / led.anchor()["ledger_id"]  # the ledger's mark (ledger ids: hex)
+
+    def marks() -> tuple[int, int]:  # the file's inode and time: rewritten?
+        return mark.stat().st_ino, mark.stat().st_mtime_ns
+
+    before = marks()
+    index = json.loads((run / INDEX).read_text())
+    index["entries"][0]["hmac"] = "00" * 32
+    (run / INDEX).write_text(json.dumps(index))
+    assert main(["budget", str(run), "--accept-restored"]) == 2
+    assert marks() == before

@@ -255,6 +255,8 @@ def _accept_restored(path: Path, as_json: bool, run: bool) -> int:
     from ldp_audit.accountant import Ledger
     from ldp_audit.rundir.seal import accept_restored
 
+    if run:  # a run's analyses.json not written by the key: refused before either mark moves
+        accept_restored(path.parent, move=False)
     with Ledger(path, create=False, readonly=True, accept_restored=True) as led:
         if not led.authenticated:
             raise LedgerError(f"--accept-restored: {led.auth_note}")

@@ -168,10 +168,11 @@ def _mark(run: Path, key: Any, entries: list[dict[str, Any]], anchor: str) -> tu
     return f"analyses|{ident}", str(run / INDEX), mark, head
 
 
-def accept_restored(run_dir: Any) -> tuple[int, str, Any]:
-    """``budget RUN --accept-restored``: the run's analysis mark moved to its ``analyses.json``
-    as it is (after the index's chain and MACs are checked). Returns ``(entries, head, the
-    (entries, head) the mark recorded before or None)``.
+def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | None:
+    """``budget RUN --accept-restored``: the run's analysis mark moved (``move``; else only
+    checked) to its ``analyses.json`` as it is, after the index's chain and MACs are checked.
+    Returns ``(entries, head, the (entries, head) the mark recorded before or None)``; None for
+    a run with no manifest (nothing sealed).
 
     Raises:
         RunDirectoryError: the index is not one the key wrote (nothing is accepted).
@@ -179,6 +180,8 @@ def accept_restored(run_dir: Any) -> tuple[int, str, Any]:
     from ldp_audit.accountant.ledger_marks import advance_mark
 
     run = Path(run_dir)
+    if not (run / "manifest.json").is_file():
+        return None
     key = _writer_key(run)
     entries, _ = _read_index(run, checked=False)
     problems: list[str] = []
@@ -187,7 +190,7 @@ def accept_restored(run_dir: Any) -> tuple[int, str, Any]:
     if bad:
         raise RunDirectoryError(f"--accept-restored: {bad[0]} (nothing was accepted)")
     mid, label, mark, head = _mark(run, key, entries or [], _anchor(run, checked=False))
-    old = advance_mark(key, mid, label, mark, None)
+    old = advance_mark(key, mid, label, mark, None) if move else None
     forgot = old if old and (old[0] > mark[0] or head(old[0]) != old[1]) else None
     return mark[0], mark[1].hex(), forgot
 
