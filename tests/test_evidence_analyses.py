@@ -242,10 +242,8 @@ def test_a_made_up_key_id_is_not_a_pass(tmp_path: Path, capsys) -> None:
 def test_without_a_key_the_verdict_says_unauthenticated(
     run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    (run / "audit.json").unlink()  # a consistent run: no violation to report
-    index = json.loads((run / INDEX).read_text())
-    (run / INDEX).unlink()
-    assert index["entries"]
+    run = _make_run(tmp_path / "clean")  # a consistent run: no violation, no analyses.json
+    assert not (run / INDEX).exists()
     assert main(["report", str(run), "-o", str(tmp_path / "ok")]) in (0, EXIT_UNAUTHENTICATED)
     capsys.readouterr()
     monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(tmp_path / "no-such-key"))
@@ -338,7 +336,8 @@ def test_the_tamper_table_rows_for_analyses_without_the_key(
     run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """docs/accountant.md: without the key an edit is still caught by the sealed SHA-256, and
-    by a published root; an index truncated with the analysis it sealed only by the root."""
+    by a published root; an index truncated with the analysis it sealed by the key's mark on
+    the machine that sealed it (session 53), elsewhere only by the root."""
     root = verify_run(run).root
     monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(tmp_path / "no-such-key"))
     clean = verify_run(run)
@@ -350,9 +349,12 @@ def test_the_tamper_table_rows_for_analyses_without_the_key(
     index = json.loads((run / INDEX).read_text())
     index["entries"] = index["entries"][:-1]
     (run / INDEX).write_text(json.dumps(index))
-    monkeypatch.undo()  # even the key does not see a rollback of the analyses ...
+    monkeypatch.undo()  # the key sees it by the run's analysis mark (session 53) ...
+    res = verify_run(run)
+    assert not res.ok and "holds 0 sealed analyses, but its high-water mark records 1" in str(res)
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "elsewhere"))  # ... where it was sealed
     assert verify_run(run).ok
-    assert not verify_run(run, expect_root=root).ok  # ... the published root does
+    assert not verify_run(run, expect_root=root).ok  # ... the published root anywhere
 
 
 def test_a_forged_report_page_is_refused(run: Path, capsys) -> None:
@@ -375,6 +377,10 @@ def test_a_forged_report_page_is_refused(run: Path, capsys) -> None:
     import shutil
 
     shutil.rmtree(run / "report")
+    # session 53: the entries cut are a rollback the run's analysis mark records
+    assert "holds 1 sealed analyses, but its high-water mark records" in str(verify_run(run))
+    assert main(["report", str(run)]) == 2
+    assert main(["budget", str(run), "--accept-restored"]) == 0  # the cut accepted on purpose
     assert main(["report", str(run)]) == 1 and verify_run(run).ok
 
 
@@ -452,14 +458,12 @@ def test_refusing_an_unsealed_extra_names_the_exit_it_would_get(tmp_path: Path, 
     assert main([*argv, "--allow-unverified"]) == 1
 
 
-def test_another_runs_sealed_artefact_is_a_sealed_extra(run: Path, tmp_path: Path) -> None:
+def test_another_runs_sealed_artefact_is_a_sealed_extra(tmp_path: Path) -> None:
     """`report RUN OTHER_RUN` (docs/frd.md reports two runs at once): the other run's own
     artefacts are sealed in its analyses.json, and read as such; edited, they are refused."""
     other = _make_run(tmp_path / "other")
     write_artifact(other, "audit.json", [audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=1.0)])
-    (run / "audit.json").unlink()
-    index = json.loads((run / INDEX).read_text())
-    (run / INDEX).write_text(json.dumps({**index, "entries": []}))
+    run = _make_run(tmp_path / "run")  # no analysis of its own
     assert main(["report", str(run), str(other), "-o", str(tmp_path / "r1")]) == 0
     _edit_audit(other)
     assert main(["report", str(run), str(other), "-o", str(tmp_path / "r2")]) == 2
@@ -592,3 +596,77 @@ def test_a_kill_before_the_seal_names_the_way_out(
     else:
         (run / name).unlink()
     assert verify_run(run).ok
+
+
+def _roll_back_the_audit(run: Path) -> None:
+    """Session 53: the audit that found the violation deleted and analyses.json truncated back
+    (every entry left is authentic)."""
+    (run / "audit.json").unlink()
+    index = json.loads((run / INDEX).read_text())
+    index["entries"] = index["entries"][:-1]
+    (run / INDEX).write_text(json.dumps(index))
+
+
+def test_an_analysis_rolled_back_is_refused_by_its_mark(run: Path, capsys) -> None:
+    """Before session 53 the rollback turned `report`'s exit 1 (violation) into exit 0; the
+    run's analysis mark (ledger_marks, outside the run) now refuses it in every reader."""
+    assert main(["report", str(run), "--out", str(run.parent / "r0")]) == 1
+    _roll_back_the_audit(run)
+    capsys.readouterr()
+    assert main(["report", str(run), "--out", str(run.parent / "r1")]) == 2
+    err = capsys.readouterr().err
+    assert str(run) in err and "holds 0 sealed analyses" in err and "records 1" in err
+    assert f"ldp-audit budget {run} --accept-restored" in err
+    assert main(["budget", str(run), "--verify"]) == 2
+    assert main(["audit", "--run-dir", str(run), "--overwrite"]) == 2
+    assert "records 1" in capsys.readouterr().err
+    # read anyway: said first, exit 4
+    argv = ["report", str(run), "--out", str(run.parent / "r2"), "--allow-unverified"]
+    assert main(argv) == EXIT_UNAUTHENTICATED
+    assert "UNVERIFIED EVIDENCE" in capsys.readouterr().out
+    # a restore on purpose, accepted: the mark forgets the audit
+    assert main(["budget", str(run), "--accept-restored"]) == 0
+    assert "forgot 1 sealed analyses" in capsys.readouterr().out
+    assert main(["budget", str(run), "--verify"]) == 0
+
+
+def test_an_analysis_index_that_forks_from_its_mark_is_refused(run: Path) -> None:
+    """The same count with another last entry (an analysis rolled back, another sealed in its
+    place under --allow-unverified) does not extend the marked head; the mark does not move."""
+    _roll_back_the_audit(run)
+    write_artifact(run, "attack_x.json", GOOD_ATTACK)
+    res = verify_run(run)
+    assert not res.ok and "does not pass through entry 1 of the high-water mark" in str(
+        res.problems
+    )
+
+
+def test_a_copy_of_a_run_analysed_on_its_own_is_not_a_fork(run: Path, tmp_path: Path) -> None:
+    """The analysis mark is per run path: `cp -r RUN COPY` and an audit of each verifies both
+    (a ledger's mark is per ledger id: its copies share one budget)."""
+    import shutil
+
+    copy = tmp_path / "copy"  # both copies start from the same index (the audit sealed)
+    shutil.copytree(run, copy)
+    for r in (run, copy):
+        write_artifact(r, "attack_x.json", GOOD_ATTACK)
+    assert verify_run(run).ok and verify_run(copy).ok
+
+
+def test_accepting_a_restored_run_refuses_an_index_the_key_did_not_write(run: Path) -> None:
+    """Session 53 probe: `budget RUN --accept-restored` on a run whose analyses.json fails its
+    MAC said "nothing was accepted" after the ledger's mark had moved; now neither mark moves."""
+    from ldp_audit.accountant.keys import heads_dir
+
+    with Ledger(run / "ledger.sqlite", readonly=True) as led:
+        mark = heads_dir() / led.anchor()["ledger_id"]  # the ledger's mark (ledger ids: hex)
+
+    def marks() -> tuple[int, int]:  # the file's inode and time: rewritten?
+        return mark.stat().st_ino, mark.stat().st_mtime_ns
+
+    before = marks()
+    index = json.loads((run / INDEX).read_text())
+    index["entries"][0]["hmac"] = "00" * 32
+    (run / INDEX).write_text(json.dumps(index))
+    assert main(["budget", str(run), "--accept-restored"]) == 2
+    assert marks() == before

@@ -477,14 +477,17 @@ def test_the_mac_is_rfc2104_hmac_sha256() -> None:
     assert "key=" not in repr(key) and key.id in repr(key)  # the key is never printed
 
 
-def test_what_only_an_external_anchor_catches(run: Path, tmp_path: Path) -> None:
+def test_what_only_an_external_anchor_catches(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The documented limits (docs/accountant.md, "What no key catches"), measured: a state the
     key itself sealed, restored later, verifies with the key; only a head or root published
     elsewhere tells it from the newer one. (1) A ledger alone (no run) copied back over a longer
     one: the older spend read as the spend until the high-water mark kept beside the key
     (ledger_marks); now refused, until accepted as restored on purpose. (2) A run folder
-    restored from before its audit was added: verifies, and --expect-head passes (an analysis
-    adds no charge); --expect-root refuses."""
+    restored from before its audit was added: verified until session 53, now refused by the
+    run's analysis mark (the same marks); elsewhere (no mark) it verifies, and --expect-head
+    passes (an analysis adds no charge); --expect-root refuses."""
 
     led = tmp_path / "alone" / "ledger.sqlite"
     led.parent.mkdir()
@@ -511,6 +514,8 @@ def test_what_only_an_external_anchor_catches(run: Path, tmp_path: Path) -> None
     assert res.ok and res.analyses
     shutil.rmtree(run)
     shutil.copytree(before, run)  # the whole folder rolled back: the audit is gone
+    assert main(["budget", str(run), "--verify"]) == 2  # its analysis mark (before: 0)
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "another-machine"))
     assert main(["budget", str(run), "--verify"]) == 0
     assert main(["budget", str(run), "--verify", "--expect-head", res.ledger["chain_head"]]) == 0
     assert main(["budget", str(run), "--verify", "--expect-root", res.root]) == 2

@@ -17,6 +17,8 @@ lagging or empty, and an empty mark reads as none (as a deleted one does).
 from (a key file and the same key in ``LDP_AUDIT_KEY`` share the marks; a mark is MACed under
 its ledger's key, and ledger ids are random). A missing mark is no
 problem (a new ledger, or a copy read on another machine: nothing to compare with).
+The same mark guards a run's sealed analyses (``RUN/analyses.json``, whose entries are its rows:
+:mod:`ldp_audit.rundir.seal` moves and checks it under an id of its own).
 docs/accountant.md, "What no key catches", has what it catches and what it cannot.
 """
 
@@ -66,11 +68,21 @@ def _message(ledger_id: str, rows: int, head: bytes) -> bytes:
     return _LABEL + f"{ledger_id}|{rows}|".encode() + head
 
 
+def _words(path: str) -> tuple[str, str, str]:
+    """What a mark of ``path`` guards, what its rows are, and what ``--accept-restored`` is
+    given: a ledger's charges, or a run's sealed analyses (``RUN/analyses.json``,
+    :mod:`ldp_audit.rundir.seal`: the same mark, keyed by the run's analysis chain)."""
+    if Path(path).name == "analyses.json":
+        run = str(Path(path).parent)
+        return f"run {run!r}: its analyses.json", "sealed analyses", run
+    return f"ledger {path!r}", "charges", path
+
+
 def _refuse(path: str, why: str, way_out: str) -> LedgerIntegrityError:
+    what, rows, accept = _words(path)
     return LedgerIntegrityError(
-        f"ledger {path!r}: {why}. {way_out}; if this copy was restored on purpose, accept it "
-        f"with `ldp-audit budget {path} --accept-restored` (the mark then forgets the later "
-        f"charges)"
+        f"{what}: {why}. {way_out}; if this copy was restored on purpose, accept it with "
+        f"`ldp-audit budget {accept} --accept-restored` (the mark then forgets the later {rows})"
     )
 
 
@@ -110,7 +122,7 @@ def read_mark(key: LedgerKey, ledger_id: str, path: str) -> Mark | None:
         return None
     except OSError as exc:
         msg = (
-            f"cannot read the high-water mark {str(f)!r} of ledger {path!r}: "
+            f"cannot read the high-water mark {str(f)!r} of {_words(path)[0]}: "
             f"{exc.strerror or exc} (the marks live in $XDG_STATE_HOME/ldp-audit/heads, "
             f"or in the folder {ENV_HEADS} names)"
         )
@@ -148,17 +160,24 @@ def check_mark(
     if mark is None:
         return None
     m_rows, m_head = mark
+    _, noun, _ = _words(path)
+    run = noun == "sealed analyses"
     if rows < m_rows:
-        why = f"this file holds {rows} charges, but its high-water mark records {m_rows}"
+        why = f"this file holds {rows} {noun}, but its high-water mark records {m_rows}"
     elif hash_at(m_rows) != m_head:
-        why = f"its chain does not pass through row {m_rows} of the high-water mark"
+        where = "entry" if run else "row"
+        why = f"its chain does not pass through {where} {m_rows} of the high-water mark"
     else:
         return mark
     raise _refuse(
         path,
-        f"{why} (ledger id {ledger_id}, head {m_head.hex()}, in {str(_file(ledger_id))!r}): "
-        f"it is an older copy put back, or a copy charged on its own (a fork), and its spend "
-        f"is not the spend",
+        f"{why} ({'mark' if run else 'ledger'} id {ledger_id}, head {m_head.hex()}, in "
+        f"{str(_file(ledger_id))!r}): it is an older copy put back, or a copy "
+        + (
+            "sealed on its own (a fork): an analysis it sealed (a verdict) is missing"
+            if run
+            else "charged on its own (a fork), and its spend is not the spend"
+        ),
         "Put the newest copy back (its chain passes through that head)",
     )
 
@@ -234,10 +253,10 @@ def advance_mark(
         what = (
             "nothing was accepted (the mark is unchanged)"
             if hash_at is None
-            else "the charges were committed (the mark lags; the ledger opens), but no later "
-            "rollback of it is caught until it can be written"
+            else f"the {_words(path)[1]} were committed (the mark lags; the file opens), but no "
+            f"later rollback of it is caught until it can be written"
         )
         raise LedgerError(
-            f"ledger {path!r}: cannot write its high-water mark {str(f)!r}: {exc}; {what}: set "
+            f"{_words(path)[0]}: cannot write its high-water mark {str(f)!r}: {exc}; {what}: set "
             f"{ENV_HEADS} to a writable folder outside every run"
         ) from None

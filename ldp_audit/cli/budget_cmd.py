@@ -98,7 +98,8 @@ def register(subparsers: Any) -> None:
         accept_restored="a backup of LEDGER (or of the run's ledger) restored on purpose: after "
         "a full verify, move this key's high-water mark of the ledger back to this copy's head "
         "(a copy with fewer charges, or another chain, than the mark is refused until then); "
-        "prints the rows and head it forgot",
+        "for a run, its analyses.json's mark too (an analysis rolled back on purpose); prints "
+        "the rows and head each mark forgot",
     )
     p.add_argument(
         "--migrate-to",
@@ -191,7 +192,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.verify or args.recover or args.migrate_to is not None:
             raise InvalidParameterError("--accept-restored is used alone (then --verify)")
         run = path if path.is_file() else Path(args.ledger) / "ledger.sqlite"
-        return _accept_restored(run, args.json)
+        return _accept_restored(run, args.json, Path(args.ledger).is_dir())
     if args.recover:
         if args.verify or args.migrate_to is not None:
             raise InvalidParameterError("--recover is used alone (then --verify the ledger)")
@@ -246,19 +247,27 @@ def _run(args: argparse.Namespace) -> int:
     return exit_code(False, out["authenticated"] and not (refused or unverified))
 
 
-def _accept_restored(path: Path, as_json: bool) -> int:
+def _accept_restored(path: Path, as_json: bool, run: bool) -> int:
     """``--accept-restored``: the high-water mark moved to this copy's head (a full verify
-    first); prints what the mark recorded before (``--json``: ``rows``, ``chain_head`` and
-    ``forgotten``, ``{"rows", "chain_head"}`` or null)."""
+    first), and for a run (``run``) its analysis mark to its ``analyses.json``; prints what
+    each mark recorded before (``--json``: ``rows``, ``chain_head`` and ``forgotten``,
+    ``{"rows", "chain_head"}`` or null; a run's ``analyses`` the same for its index)."""
     from ldp_audit.accountant import Ledger
+    from ldp_audit.rundir.seal import accept_restored
 
+    if run:  # a run's analyses.json not written by the key: refused before either mark moves
+        accept_restored(path.parent, move=False)
     with Ledger(path, create=False, readonly=True, accept_restored=True) as led:
         if not led.authenticated:
             raise LedgerError(f"--accept-restored: {led.auth_note}")
         rows, head, old = len(led), led.chain_head(), led.restored
+    ana = accept_restored(path.parent) if run else None
     if as_json:
         lost = old and {"rows": old[0], "chain_head": old[1].hex()}
         doc = {"ledger": str(path), "rows": rows, "chain_head": head, "forgotten": lost}
+        if ana:
+            gone = ana[2] and {"rows": ana[2][0], "chain_head": ana[2][1].hex()}
+            doc["analyses"] = {"rows": ana[0], "chain_head": ana[1], "forgotten": gone}
         print(json.dumps(doc, indent=2))
         return 0
     if old is None:
@@ -269,6 +278,15 @@ def _accept_restored(path: Path, as_json: bool) -> int:
             f"that later or forked copy no longer count against this ledger's budget"
         )
     print(f"ledger {path}: accepted as restored: {rows} charges, chain head {head}; {forgot}")
+    if ana:
+        forgot = "nothing forgotten"
+        if ana[2] is not None:
+            forgot = (
+                f"the mark forgot {ana[2][0]} sealed analyses ending in head {ana[2][1].hex()}: "
+                f"the analyses (verdicts) of that later or forked copy are no longer asked for"
+            )
+        print(f"run {path.parent}: analyses.json accepted as restored: {ana[0]} sealed "
+              f"analyses, head {ana[1]}; {forgot}")  # fmt: skip
     return 0
 
 

@@ -16,14 +16,18 @@ manifest (no second scheme)::
 :func:`check_analyses` (called by :func:`ldp_audit.rundir.verify_run`) refuses an analysis file
 with no entry (unsealed), one whose bytes differ from its latest entry (edited), an entry whose
 file is gone (deleted), a broken chain, and, when this process holds a key, an entry sealed
-under another key id or with a wrong MAC. :func:`run_root` is the one digest that covers the
-whole run: ``manifest.json`` (every file the trainer wrote, the ledger's anchor), the ledger's
-chain head and every sealed analysis file a verdict reads (the report's own outputs are sealed
-but left out of the root, so that writing a report does not change it).
+under another key id or with a wrong MAC, and, with the key, an index its high-water mark
+(:mod:`ldp_audit.accountant.ledger_marks`, outside the run; moved by :func:`seal_analyses`)
+shows was rolled back (an analysis deleted with its entries). :func:`run_root` is the one
+digest that covers the whole run: ``manifest.json`` (every file the trainer wrote, the
+ledger's anchor), the ledger's chain head and every sealed analysis file a verdict reads (the
+report's own outputs are sealed but left out of the root, so that writing a report does not
+change it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import hmac
@@ -146,6 +150,51 @@ def other_key(what: str, key_id: Any, key: Any) -> str:
     )
 
 
+def _mark(run: Path, key: Any, entries: list[dict[str, Any]], anchor: str) -> tuple[Any, ...]:
+    """The run's analysis chain as the ledgers' high-water mark sees it
+    (:mod:`ldp_audit.accountant.ledger_marks`, outside the run): ``(mark id, label, (entries,
+    head), hash_at)``; the id digests this key's id, the chain's anchor (manifest.json's
+    SHA-256) and the run's real path, so another key, another run, or a copy of the run at
+    another path (analysed on its own) has a mark of its own."""
+
+    def head(i: int) -> bytes | None:
+        try:
+            return bytes.fromhex(anchor if i == 0 else str(entries[i - 1].get("hash")))
+        except (ValueError, IndexError):
+            return None
+
+    mark = (len(entries), head(len(entries)) or b"")
+    ident = hashlib.sha256(f"{key.id}|{anchor}|{run.resolve()}".encode()).hexdigest()
+    return f"analyses|{ident}", str(run / INDEX), mark, head
+
+
+def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | None:
+    """``budget RUN --accept-restored``: the run's analysis mark moved (``move``; else only
+    checked) to its ``analyses.json`` as it is, after the index's chain and MACs are checked.
+    Returns ``(entries, head, the (entries, head) the mark recorded before or None)``; None for
+    a run with no manifest (nothing sealed).
+
+    Raises:
+        RunDirectoryError: the index is not one the key wrote (nothing is accepted).
+    """
+    from ldp_audit.accountant.ledger_marks import advance_mark
+
+    run = Path(run_dir)
+    if not (run / "manifest.json").is_file():
+        return None
+    key = _writer_key(run)
+    entries, _ = _read_index(run, checked=False)
+    problems: list[str] = []
+    check_analyses(run, key, set(), problems, [], mark=False)
+    bad = [p for p in problems if p.startswith(str(run / INDEX))]  # its chain, MACs, form
+    if bad:
+        raise RunDirectoryError(f"--accept-restored: {bad[0]} (nothing was accepted)")
+    mid, label, mark, head = _mark(run, key, entries or [], _anchor(run, checked=False))
+    old = advance_mark(key, mid, label, mark, None) if move else None
+    forgot = old if old and (old[0] > mark[0] or head(old[0]) != old[1]) else None
+    return mark[0], mark[1].hex(), forgot
+
+
 def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     """Append an entry for each of ``names`` (paths relative to the run, already written) to the
     run's ``analyses.json``, under the ledger key (created on first use, like a manifest's).
@@ -160,6 +209,9 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         RunDirectoryError: the index exists but is malformed (nothing is appended to it).
         KeyFileError: the ledger key is unusable, or lies inside the run.
     """
+    from ldp_audit.accountant.ledger_format import LedgerIntegrityError
+    from ldp_audit.accountant.ledger_marks import advance_mark
+
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         return []
@@ -172,7 +224,8 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
                 f"`ldp-audit budget {run} --verify`)"
             )
         entries = entries or []
-        prev = str(entries[-1].get("hash")) if entries else _anchor(run, checked=False)
+        prev0 = _anchor(run, checked=False)
+        prev = str(entries[-1].get("hash")) if entries else prev0
         now = _dt.datetime.now(_dt.timezone.utc).isoformat()
         added = []
         for name in names:
@@ -190,6 +243,12 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
             added.append(e)
         doc = {"format": _FORMAT, "entries": entries + added}
         index = write_json_file(run / INDEX, doc, replace=True)
+        # then the run's analysis mark (outside the run) follows, as a ledger's does: never
+        # back, and never onto an index that does not extend it (a rollback read with
+        # --allow-unverified stays refused)
+        mid, label, mark, head = _mark(run, key, doc["entries"], prev0)
+        with contextlib.suppress(LedgerIntegrityError):
+            advance_mark(key, mid, label, mark, head)
     # what this process wrote is what its readers may read
     pin_checked(None, {run / INDEX: index, **{run / e["name"]: e["sha256"] for e in added}})
     return added
@@ -208,6 +267,7 @@ def check_analyses(
     listed: set[str],
     problems: list[str],
     notes: list[str],
+    mark: bool = True,
 ) -> tuple[dict[str, str], bool]:
     """Check every analysis file of a run against its sealed entry (never writes).
 
@@ -217,6 +277,9 @@ def check_analyses(
         listed: files ``manifest.json`` lists (an artefact written before the run finished is
             covered by the manifest instead).
         problems, notes: appended to (each names the file).
+        mark: with a key, also check the index against the run's analysis mark (outside the
+            run, :func:`seal_analyses` moves it): fewer entries than it records, or a chain
+            that does not pass through its head, is a problem (an analysis rolled back).
 
     Returns:
         ``({name: sha256} of the sealed analysis files a verdict reads, authenticated)``;
@@ -262,6 +325,15 @@ def check_analyses(
             problems.append(f"{where} names no analysis file a reader may write")
     if other_keys:
         problems.append(other_key(str(run / INDEX), ", ".join(sorted(other_keys)), key))
+    elif mark and key is not None and (run / "manifest.json").is_file() and not problem:
+        from ldp_audit.accountant.ledger_marks import check_mark
+        from ldp_audit.errors import LedgerError
+
+        mid, label, (n, _), head = _mark(run, key, entries, _anchor(run))
+        try:
+            check_mark(key, mid, label, n, head)
+        except LedgerError as exc:  # (LedgerIntegrityError too) rolled back, or a bad mark
+            problems.append(str(exc))
     if key is None and entries:
         notes.append(f"{run / INDEX}: its MACs cannot be checked (this process has no ledger key)")
     # the analysis files present in the run (named artefacts, every attack_*.json the report
