@@ -30,7 +30,7 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import to_jsonable
-from ldp_audit.stats import clopper_pearson_interval, clopper_pearson_lower
+from ldp_audit.stats import clopper_pearson_interval
 from ldp_audit.validation import check_epsilon, check_int, check_probability
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "accuracy_interval",
     "composed_epsilon",
     "epsilon_from_accuracy",
-    "epsilon_lower_bound_from_accuracy",
     "membership_tpr_ceiling",
     "one_openmp_thread",
 ]
@@ -134,29 +133,6 @@ def accuracy_interval(correct: int, trials: int, confidence: float = 0.95) -> tu
     confidence = check_probability(confidence, "confidence")
     lo, hi = clopper_pearson_interval(correct, trials, 1.0 - confidence)
     return float(lo), float(hi)
-
-
-def epsilon_lower_bound_from_accuracy(
-    correct: int, trials: int, k: int, confidence: float = 0.95
-) -> float:
-    """Epsilon lower bound, holding with probability ``confidence``, from attack accuracy.
-
-    Takes the one-sided Clopper-Pearson lower limit ``acc_lo`` at level ``confidence``
-    (``ldp_audit.stats.clopper_pearson_lower``) and returns ``ln(acc_lo (k - 1) / (1 - acc_lo))``
-    (issue 6: ``e^eps >= acc (k - 1) / (1 - acc)``), or 0 when ``acc_lo <= 1/k``. With ``T``
-    reports per agent this bounds the composed ``T * epsilon``.
-
-    Args:
-        correct: correct guesses.
-        trials: guesses made (independent agents).
-        k: number of equally likely secrets.
-        confidence: one-sided confidence of the bound, in (0, 1).
-    """
-    k = check_int(k, "k", minimum=2)
-    confidence = check_probability(confidence, "confidence")
-    correct, trials = _check_counts(correct, trials, "correct", "trials")
-    lo = float(clopper_pearson_lower(correct, trials, 1.0 - confidence))
-    return epsilon_from_accuracy(lo, k)
 
 
 def membership_tpr_ceiling(epsilon: float, fpr: float, delta: float = 0.0) -> float:

@@ -14,7 +14,6 @@ from ldp_audit.attacks.scoring import (
     accuracy_interval,
     composed_epsilon,
     epsilon_from_accuracy,
-    epsilon_lower_bound_from_accuracy,
     membership_tpr_ceiling,
 )
 from ldp_audit.errors import InvalidParameterError
@@ -51,15 +50,21 @@ def test_epsilon_from_accuracy_inverts_ceiling() -> None:
     assert epsilon_from_accuracy(1.0, 3) == math.inf
 
 
-def test_lower_bound_uses_one_sided_clopper_pearson() -> None:
-    # CP lower limit at level 0.95: Beta^{-1}(0.05; c, n - c + 1)
+def test_lower_bound_is_taken_at_the_printed_intervals_lower_end() -> None:
+    # the two-sided CP interval at 0.95: its lower end Beta^{-1}(0.025; c, n - c + 1)
     c, n, k = 90, 100, 3
-    lo = stats.beta.ppf(0.05, c, n - c + 1)
-    assert epsilon_lower_bound_from_accuracy(c, n, k) == pytest.approx(
-        math.log(lo * (k - 1) / (1 - lo)), rel=1e-9
+    lo = stats.beta.ppf(0.025, c, n - c + 1)
+    res = AttackResult.from_guesses(
+        attack="a", mechanism={}, epsilon=1.0, reports_per_agent=1, k=k, correct=c, n=n
     )
+    assert res.epsilon_lower_bound == pytest.approx(math.log(lo * (k - 1) / (1 - lo)), rel=1e-9)
     # at chance the bound is 0
-    assert epsilon_lower_bound_from_accuracy(34, 100, 3) == 0.0
+    assert (
+        AttackResult.from_guesses(
+            attack="a", mechanism={}, epsilon=1.0, reports_per_agent=1, k=3, correct=34, n=100
+        ).epsilon_lower_bound
+        == 0.0
+    )
     lo2, hi2 = accuracy_interval(5, 10, 0.95)
     assert lo2 == pytest.approx(stats.beta.ppf(0.025, 5, 6), rel=1e-9)
     assert hi2 == pytest.approx(stats.beta.ppf(0.975, 6, 5), rel=1e-9)
@@ -85,7 +90,7 @@ def test_validation_names_parameter() -> None:
     with pytest.raises(InvalidParameterError, match="epsilon must be > 0"):
         accuracy_ceiling(-1.0, 3)
     with pytest.raises(InvalidParameterError, match="correct must be <= trials"):
-        epsilon_lower_bound_from_accuracy(11, 10, 3)
+        accuracy_interval(11, 10)
     with pytest.raises(InvalidParameterError, match="accuracy"):
         epsilon_from_accuracy(1.5, 3)
 
@@ -105,7 +110,7 @@ def test_attack_result_violation_and_json() -> None:
             accuracy_ci=accuracy_interval(correct, n),
             ceiling=accuracy_ceiling(eps, k),
             composed_epsilon=eps,
-            epsilon_lower_bound=epsilon_lower_bound_from_accuracy(correct, n, k),
+            epsilon_lower_bound=epsilon_from_accuracy(accuracy_interval(correct, n)[0], k),
         )
 
     ok = make(440)  # ceiling(0.5, 3) = 0.452
