@@ -118,7 +118,7 @@ def sentinel_parser(monkeypatch: pytest.MonkeyPatch) -> None:
 
             leaf.set_defaults(func=accepted)
         _SENTINEL_PARSER.append(parser)
-    monkeypatch.setattr(cli, "build_parser", lambda: _SENTINEL_PARSER[0])
+    monkeypatch.setattr(cli, "build_parser", lambda argv=None: _SENTINEL_PARSER[0])
 
 
 def test_the_sweep_covers_every_command_family() -> None:

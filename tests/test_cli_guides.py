@@ -169,9 +169,9 @@ def test_sigterm_while_the_subcommands_import_is_the_one_line_and_143() -> None:
         "import os, signal, sys\n"
         "import ldp_audit.cli as cli\n"
         "real = cli.build_parser\n"
-        "def build():\n"
+        "def build(argv=None):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return real()\n"
+        "    return real(argv)\n"
         "cli.build_parser = build\n"
         "sys.exit(cli.main(['budget', '-h']))\n"
     )

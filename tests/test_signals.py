@@ -185,11 +185,11 @@ _IN_IMPORTS = textwrap.dedent(
 
     real, marker = cli.build_parser, Path(sys.argv[1])
 
-    def build_parser():  # the import phase: the subcommands' modules load here
+    def build_parser(argv=None):  # the import phase: the subcommands' modules load here
         marker.touch()
         for _ in range(6000):
             time.sleep(0.01)
-        return real()
+        return real(argv)
 
     cli.build_parser = build_parser
     sys.argv = ["ldp-audit", "audit", "--mechanism", "laplace", "--epsilon", "1"]
