@@ -43,6 +43,9 @@ between),
   run as one script; the first block's markers apply).
 - ``requires="mod1,mod2"``: skipped at run time, naming the module, where an optional
   dependency is not importable (it runs wherever the extra is installed).
+- ``shown``: on a python block, the comment after each ``print(...)`` line is what it prints
+  (:func:`shown_prints`: the README's ``# False True float-representation``; until session 54
+  a python block was checked for its exit status only).
 
 Measured on the shared 2-core machine (load average about 12), 2026-11-27: the default part
 (18 blocks, 3 of them skipped here for lack of diffprivlib/opendp) took 55 s user + 8 s system
@@ -67,7 +70,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GENERATED = {"docs/cli-reference.md"}
 RUN_LANGS = {"python", "sh", "bash", "console"}
 SHOWN_LANGS = {"text", "toml", "json", "yaml", "ini", "html", "markdown"}
-KEYS = {"skip", "reason", "slow", "once", "id", "after", "continue", "requires"}
+KEYS = {"skip", "reason", "slow", "once", "id", "after", "continue", "requires", "shown"}
 TIMEOUT = 1800  # seconds for one block (the slow ones train small models)
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
@@ -279,6 +282,11 @@ def unshown_output(body: str, stdout: str, work: Path) -> list[str]:
     return [ln for ln in shown if not re.search(pattern(ln), printed)]
 
 
+def shown_prints(code: str) -> list[str]:
+    """The comments after the ``print(...)`` lines of a python block (what each prints)."""
+    return [m.group(1).strip() for m in re.finditer(r"(?m)^print\(.*\)\s+#\s*(.+)$", code)]
+
+
 def environment(bindir: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
@@ -473,6 +481,10 @@ def _execute(item: Item, tmp: Path, twice: bool, shared: Path) -> Path:
         if item.first.lang == "console":  # what the page shows is what the commands print
             missing = unshown_output(item.code, res.stdout, work)
             assert not missing, f"{item.first.where}: shown but not printed: {missing}"
+        if "shown" in item.marker:
+            printed = " ".join(res.stdout.split())
+            missing = [t for t in shown_prints(item.code) if " ".join(t.split()) not in printed]
+            assert not missing, f"{item.first.where}: shown but not printed: {missing}"
     return work
 
 
@@ -508,6 +520,17 @@ def test_documented_block_runs(item: Item, tmp_path: Path, tmp_path_factory) -> 
         assert _chain_done(name, tmp_path, shared).is_dir()
     else:
         _execute(item, tmp_path, twice="once" not in item.marker, shared=shared)
+
+
+def test_shown_prints() -> None:
+    code = (
+        "x = 1  # not a print\nprint(a, b)   # 1.0 LaplaceEvent(epsilon=1.0)\n    print(c)  # x\n"
+    )
+    assert shown_prints(code) == ["1.0 LaplaceEvent(epsilon=1.0)"]  # top-level prints only
+    readme = next(it for it in ITEMS if it.first.page == "README.md" and it.first.lang == "python")
+    assert "shown" in readme.marker and shown_prints(readme.code) == [
+        "1.0 LaplaceEvent(epsilon=1.0)", "False True float-representation"
+    ]  # fmt: skip
 
 
 def test_unshown_output(tmp_path: Path) -> None:
