@@ -284,7 +284,7 @@ def unshown_output(body: str, stdout: str, work: Path) -> list[str]:
 
 def shown_prints(code: str) -> list[str]:
     """The comments after the ``print(...)`` lines of a python block (what each prints)."""
-    return [m.group(1).strip() for m in re.finditer(r"(?m)^print\(.*\)\s+#\s*(.+)$", code)]
+    return [m.group(1).strip() for m in re.finditer(r"(?m)^print\(.*\)[ \t]+#[ \t]*(.+)$", code)]
 
 
 def environment(bindir: Path) -> dict[str, str]:
