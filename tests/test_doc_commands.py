@@ -50,7 +50,10 @@ between),
 Measured on the shared 2-core machine (load average about 12), 2026-11-27: the default part
 (18 blocks, 3 of them skipped here for lack of diffprivlib/opendp) took 55 s user + 8 s system
 CPU, 104 s wall; the whole (``-m "slow or not slow"``, 26 more blocks) 955 s wall, 845 s user
-+ 42 s system CPU (docs/dprl.md's commands alone 410 s wall).
++ 42 s system CPU (docs/dprl.md's commands alone 410 s wall). Since then the default part has
+24 blocks: run once each as written from a copy of the repository (2026-12-07, load 4-9), they
+took 64 s CPU in all, the README's six commands 22.5 s of it (this test runs most blocks twice:
+not remeasured).
 """
 
 from __future__ import annotations
