@@ -35,3 +35,24 @@ def test_committed_demo_opens_with_its_summary_and_statement() -> None:
     assert page.index('id="summary"') < page.index('id="privacy-statement"')
     assert model["verdict"]["status"] == "violation"  # the float-bits finding the README names
     assert (DEMO / "screenshot.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_committed_demo_attack_is_what_todays_scorer_makes_of_its_counts() -> None:
+    """The page test above re-renders report.json, so it cannot see a result computed by an
+    older scorer: until session 54 the committed demo kept the implied epsilon 0.1042 of the
+    one-sided bound that 18f8547 replaced (today's scorer: 0.0775 from the same 234 of 600)."""
+    from ldp_audit.attacks.scoring import AttackResult
+
+    model, _ = _model_and_figures()
+    results = model["attacks"]["results"]
+    assert results  # the demo attacks its transcript
+    for r in results:
+        d = r["details"]
+        now = AttackResult.from_guesses(
+            attack=d["attack"], mechanism={}, epsilon=d["epsilon"], k=d["k"], n=d["n"],
+            reports_per_agent=d["reports_per_agent"], correct=d["correct"],
+            confidence=d["confidence"],
+        )  # fmt: skip
+        assert (r["accuracy"], r["ci_low"], r["ci_high"]) == (now.accuracy, *now.accuracy_ci)
+        assert r["implied_epsilon_lower_bound"] == d["epsilon_lower_bound"]
+        assert (d["epsilon_lower_bound"], d["ceiling"]) == (now.epsilon_lower_bound, now.ceiling)

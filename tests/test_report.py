@@ -186,6 +186,11 @@ def test_optional_parts_are_reported_as_not_run(tmp_path: Path) -> None:
     for text in (html, md):
         assert "Not run: no audit.json in this run directory" in text
         assert "Not run: no attack_*.json in this run directory" in text
+        # how a result gets here: `attack membership --run-dir` writes none into the run, so
+        # "Run `ldp-audit attack`" alone left a reader who ran it with this note (session 54)
+        plain = text.replace("<code>", "`").replace("</code>", "`")
+        assert "keeps its result only with `--out FILE`" in plain
+        assert "`ldp-audit report RUN FILE ...`" in plain
 
 
 def test_audit_violation_is_the_headline(tmp_path: Path) -> None:

@@ -59,6 +59,14 @@ def test_every_contents_link_lands_and_every_term_is_defined(report) -> None:
     visible = re.sub(r"<[^>]+>", " ", page[: page.index('id="glossary"')])
     for term in glossary_used(visible):
         assert f'id="g-{term_anchor(term)}"' in glossary, term
+    # each term defined as the page uses it: the attacks table's "ceiling" is the accuracy the
+    # claim allows; until session 54 its entry defined only the audit's ceiling (the largest
+    # bound an audit of that size can produce), and the verdict's "within the ceiling 0.987 the
+    # claim allows" linked there
+    assert "<th>ceiling</th>" in page[page.index('id="attacks"') :]
+    entry = re.search(r'<dt id="g-ceiling">ceiling</dt><dd>([^<]*)</dd>', page).group(1)
+    assert "e^eps / (e^eps + k - 1)" in entry and "accuracy" in entry  # the attack's ceiling
+    assert "largest lower bound an audit" in entry  # and the audit's, used by the statement
     # Markdown: the contents list names every section heading the report has
     md = report.to_markdown()
     for h in re.findall(r"^## (.+)$", md, flags=re.M):
@@ -93,3 +101,19 @@ def test_per_trial_metrics_read_as_values_not_raw_json() -> None:
     assert _cell([3000]) == "3000" and _cell([False]) == "no" and _cell([True]) == "yes"
     assert _cell([1, 2]) == "1, 2 (per trial)" and _cell(5) == 5 and _cell(None) is None
     assert _cell({"a": 1}) == '{"a": 1}'  # anything else stays exact
+
+
+def test_a_large_number_keeps_its_integer_part() -> None:
+    """Four significant digits cut a number of 1,000 or more: the demo's "beside the paper" row
+    gave the paper's median FST at epsilon 5, 5714.5 (training/pgc_a3c/paper.py), as 5714, and at
+    epsilon 1, 18377, as 1.838e+04 (until session 54)."""
+    from ldp_audit.report._tables import cell_text
+    from ldp_audit.training.pgc_a3c.paper import PAPER
+
+    assert [cell_text(v) for v in (5714.5, 18377.0, 20238.5, 1234.5678)] == [
+        "5714.5", "18377", "20238.5", "1234.6"
+    ]  # fmt: skip
+    assert [cell_text(v) for v in (0.9867, 9.416, 123.456, -4055.0, 1e20)] == [
+        "0.9867", "9.416", "123.5", "-4055", "1e+20"
+    ]  # fmt: skip
+    assert cell_text(PAPER["median_fst"]["laplace"][5.0]) == "5714.5"

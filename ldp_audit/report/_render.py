@@ -131,15 +131,23 @@ def _ledger_note(led: dict[str, Any]) -> str:
     return s
 
 
+#: how an attack's result reaches the report (`attack membership --run-dir` writes none into
+#: the run: a reader who ran it without --out found this note unchanged, session 54)
+_ATTACK_HOW = (
+    "Run `ldp-audit attack NAME --run-dir RUN` on the transcript to measure what an attacker "
+    "recovers: `attack dynamics` adds RUN/attack_dynamics.json; `attack membership` leaves the "
+    "run as it is and keeps its result only with `--out FILE`; then `ldp-audit report RUN "
+    "FILE ...` (`--overwrite` to replace the report)."
+)
 _NOT_RUN = {
     "audits": "Not run: no audit.json in this run directory or the extra inputs. Run "
     "`ldp-audit audit --run-dir RUN` (it audits every mechanism the run released through and "
     "writes RUN/audit.json, or names the command that audits a run it cannot), then `ldp-audit "
     "report RUN` again to verify the claim.",
-    "attacks": "Not run: no attack_*.json in this run directory or the extra inputs. Run "
-    "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
-    "attacks_one_run": "Not run: no attack other than the one-run audit (under Audits). Run "
-    "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
+    "attacks": "Not run: no attack_*.json in this run directory or the extra inputs. "
+    + _ATTACK_HOW,
+    "attacks_one_run": "Not run: no attack other than the one-run audit (under Audits). "
+    + _ATTACK_HOW,
     "audits_isolated": "The mechanism was not audited in isolation (no audit.json): the one-run "
     "audit in the table above is this run's audit.",
 }

@@ -36,8 +36,11 @@ GLOSSARY: dict[str, str] = {
     "canaries": "Planted test records (gradients or inputs), each included in training with "
     "probability 1/2; an auditor who guesses which were included gets a lower bound on epsilon "
     "from one training run.",
-    "ceiling": "The largest lower bound an audit or attack of this size can produce (all guesses "
-    "right); a claim above it cannot be refuted by that audit, however leaky the run.",
+    "ceiling": "Of an attack: the best accuracy any attacker can reach if the claim holds, "
+    "e^eps / (e^eps + k - 1) for an epsilon-LDP release of one of k equally likely secrets; "
+    "accuracy above it contradicts the claim. Of an audit: the largest lower bound an audit of "
+    "its size can produce (all guesses right); a claim above it cannot be refuted by that audit, "
+    "however leaky the run.",
     "Clopper-Pearson": "The exact binomial confidence interval; audits use its one-sided bounds so "
     "that a reported lower bound on epsilon holds with the stated confidence.",
     "RDP": "Renyi differential privacy, the moments accountant of Opacus: a conservative way to "

@@ -23,6 +23,8 @@ def cell_text(v: Any, nd: int = 4) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
+        if 10 ** (nd - 1) <= abs(v) < 1e15:  # nd digits would cut it: 5714.5 -> 5714, 1.838e+04
+            return f"{v:.1f}".removesuffix(".0")
         return fmt_number(v, nd, nan="NaN")
     if isinstance(v, (list, tuple)):
         if not v:
