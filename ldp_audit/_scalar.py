@@ -252,7 +252,7 @@ def from_scalar(
             ``privatize`` batch, so the audit's Generator determines every draw.
         epsilon: the library's claimed epsilon (finite, >= 0).
         delta: the library's claimed delta, in [0, 1).
-        domain: the inputs the claim covers: a tuple ``(low, high)`` for an interval
+        domain: the inputs the claim covers: a tuple ``(low, high)`` of numbers for an interval
             (pairs: its ends, and low with the middle), or a list of values for a finite
             domain (pairs: every two distinct values, at most 16); a list of Python/NumPy
             integers makes the function receive ``int`` values (libraries such as
@@ -285,7 +285,8 @@ def from_scalar(
     dom: Any
     integer_inputs = bool_inputs = False
     labels = None
-    if isinstance(domain, tuple) and len(domain) == 2 and not _all_bools(domain):
+    reals = isinstance(domain, tuple) and all(isinstance(v, numbers.Real) for v in domain)
+    if reals and len(domain) == 2 and not _all_bools(domain):  # labels: a set of two
         lo = check_real(domain[0], "domain low")
         hi = check_real(domain[1], "domain high")
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):

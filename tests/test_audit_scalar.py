@@ -564,3 +564,6 @@ def test_a_domain_of_labels_passes_the_labels_and_reads_them_back(labels):
         from_scalar(lambda v: v, epsilon=1.0, domain=labels, vectorized=True)
     with pytest.raises(InvalidParameterError, match="hashable"):
         from_scalar(lambda v: v, epsilon=1.0, domain=[[0], [1]])
+    # a 2-tuple of labels is a set of two, not an interval ("domain low must be a real number")
+    two = from_scalar(lambda v: v, epsilon=1.0, domain=("yes", "no"))
+    assert two.labels == ["yes", "no"] and len(two.candidate_pairs(1)) == 1
