@@ -93,6 +93,7 @@ def test_a_slow_user_statistic_counts_in_the_projection(pilot, monkeypatch):
     is never shorter than asked: no false failure). Without the pilot (``pilot=False``) the
     fit half's projection, which timed the draws only, counts them too (8 rows scored)."""
     monkeypatch.setattr(search, "_MAX_SECONDS", 20.0)
+    monkeypatch.setattr(search, "_PILOT_SECONDS", 0.2)  # a pilot of about 100 rows
     if not pilot:
         monkeypatch.setattr(search, "_pilot_time", lambda *a, **k: None)
     scored = [0]
@@ -112,3 +113,19 @@ def test_a_slow_user_statistic_counts_in_the_projection(pilot, monkeypatch):
 
     with pytest.raises(InvalidParameterError, match=r"samples=20000 would take .*force=True"):
         audit(Fast(), PAIR, samples=20_000, rng=0, statistics=[slow])
+
+
+def test_a_slow_mechanism_with_a_pre_registered_event_is_refused_early(monkeypatch):
+    """Session 54: ``event=`` (``--event``) skipped every time check, so a slow mechanism (or a
+    slow event function) ran for hours with no projection: ``ldp-audit audit --mechanism
+    mymod:SlowRR --event '1;0;1'`` at 10 ms a row was still running after 60 s. Now the early
+    pilot runs there too: 2 ms a row at samples=20,000 (40,000 rows: >= 80 s, over twice the
+    20 s limit) is refused after the 8-row checks and one pilot (no false failure: a sleep is
+    never shorter than asked)."""
+    monkeypatch.setattr(search, "_MAX_SECONDS", 20.0)
+    monkeypatch.setattr(search, "_PILOT_SECONDS", 0.2)  # a pilot of about 100 rows
+    rows = [0]
+    with pytest.raises(InvalidParameterError, match=r"samples=20000 would take .*force=True"):
+        audit(_slow_scalar(rows, stop_after=3 * 8 + 1000), samples=20_000, rng=0,
+              event=([0.0], [1.0], lambda y, x, x2: y[:, 0] > 0.5))  # fmt: skip
+    assert rows[0] <= 3 * 8 + 1000
