@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,7 @@ class ScalarMechanism:
     vectorized: bool
     integer_inputs: bool = False
     bool_inputs: bool = False
+    labels: list[Any] | None = None  # a domain of strings, tuples...: its positions are audited
     _first: Any = dataclasses.field(default=None, init=False)  # the first result's kind
 
     @property
@@ -73,7 +74,8 @@ class ScalarMechanism:
 
     def to_config(self) -> dict[str, Any]:
         """Label used in audit results (not a round-trippable config)."""
-        return {"name": self.name, "epsilon": self.epsilon, "delta": self.delta}
+        out = {"name": self.name, "epsilon": self.epsilon, "delta": self.delta}
+        return out | ({"labels": [str(v) for v in self.labels]} if self.labels else {})
 
     def _callable(self, rng: np.random.Generator) -> Callable[[Any], Any]:
         if self.seeding == "none":
@@ -120,6 +122,7 @@ class ScalarMechanism:
             else:
                 vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
                 vals = [bool(v) for v in vals] if self.bool_inputs else vals
+                vals = [self.labels[int(v)] for v in vals] if self.labels else vals
                 append = res.append
                 for v in vals:
                     append(fn(v))
@@ -128,6 +131,9 @@ class ScalarMechanism:
             if not self.vectorized:
                 on = f"input {vals[len(res)]!r}"
             raise UserCodeError(f"{self.name} raised {type(exc).__name__} on {on}: {exc}") from exc
+        if self.labels:  # a release that is a label reads as its position in the domain
+            pos = {v: float(i) for i, v in enumerate(self.labels)}
+            res = [pos.get(r, r) if isinstance(r, Hashable) else r for r in res]
         return self._outputs(res, vals, values.shape[0])
 
     def _outputs(self, res: Any, vals: list[Any], n: int) -> np.ndarray:
@@ -246,12 +252,15 @@ def from_scalar(
             ``privatize`` batch, so the audit's Generator determines every draw.
         epsilon: the library's claimed epsilon (finite, >= 0).
         delta: the library's claimed delta, in [0, 1).
-        domain: the inputs the claim covers: a tuple ``(low, high)`` for an interval
+        domain: the inputs the claim covers: a tuple ``(low, high)`` of numbers for an interval
             (pairs: its ends, and low with the middle), or a list of values for a finite
             domain (pairs: every two distinct values, at most 16); a list of Python/NumPy
             integers makes the function receive ``int`` values (libraries such as
             diffprivlib's ``Geometric`` refuse floats), a list of bools ``[False, True]``
             makes it receive ``bool`` values (OpenDP's ``make_randomized_response_bool``).
+            A list holding other hashable values (strings, tuples) makes it receive them as
+            they are; the audit's inputs are their positions 0, 1, ..., and a release equal to
+            one of them reads as its position (randomised response over labels).
         seeding: ``"none"`` (the library cannot be seeded: results are not reproducible and
             the audit says so), ``"random_state"`` (a ``numpy.random.RandomState``), ``"seed"``
             (an int), ``"generator"`` (a ``numpy.random.Generator``).
@@ -275,7 +284,9 @@ def from_scalar(
     vectorized = check_bool(vectorized, "vectorized")
     dom: Any
     integer_inputs = bool_inputs = False
-    if isinstance(domain, tuple) and len(domain) == 2 and not _all_bools(domain):
+    labels = None
+    reals = isinstance(domain, tuple) and all(isinstance(v, numbers.Real) for v in domain)
+    if reals and len(domain) == 2 and not _all_bools(domain):  # labels: a set of two
         lo = check_real(domain[0], "domain low")
         hi = check_real(domain[1], "domain high")
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
@@ -286,7 +297,11 @@ def from_scalar(
     else:
         bool_inputs = _all_bools(domain)  # [False, True]: OpenDP's boolean randomised response
         try:
-            vals = [float(v) if bool_inputs else check_real(v, "domain value") for v in domain]
+            labels = None if bool_inputs else _labels(domain, vectorized)
+            vals = [
+                float(v) if bool_inputs else check_real(v, "domain value")
+                for v in (range(len(labels)) if labels else domain)
+            ]
         except TypeError:
             raise InvalidParameterError(
                 f"domain must be (low, high) or a list of values, got {domain!r}"
@@ -310,7 +325,21 @@ def from_scalar(
         vectorized=vectorized,
         integer_inputs=integer_inputs and not bool_inputs,
         bool_inputs=bool_inputs,
+        labels=labels,
     )
+
+
+def _labels(domain: Any, vectorized: bool) -> list[Any] | None:
+    """A finite domain's distinct values when one of them is not a real number (strings,
+    tuples: passed as they are, audited by position), else None."""
+    if all(isinstance(v, numbers.Real) for v in domain):
+        return None
+    if vectorized or not all(isinstance(v, Hashable) for v in domain):
+        raise InvalidParameterError(
+            "domain values must be real numbers or hashable labels (strings, tuples; not with "
+            f"vectorized=True), got {domain!r:.80}"
+        )
+    return list(dict.fromkeys(domain))
 
 
 def _all_bools(domain: Any) -> bool:

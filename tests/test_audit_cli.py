@@ -399,3 +399,32 @@ def test_a_factory_that_raises_names_the_param_values(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert "building the mechanism with --param epsilon='abc' raised ValueError" in err
     assert "Traceback" not in err
+
+
+def test_scalar_label_domain(tmp_path, monkeypatch, capsys):
+    """--domain a,b,c passes the strings (session 54; was "--domain value must be a finite
+    number, got 'a'"): k-RR over them at its claim exits 0 (false failure <= 1e-7); a domain
+    that mixes numbers and labels is still refused, naming the value."""
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "label_lib_cli",
+        """
+        import math
+        def make(g):
+            def rr(v):
+                if v not in ("a", "b", "c"):
+                    raise TypeError("expected a label")
+                if g.random() < math.e / (math.e + 2):
+                    return v
+                return [u for u in ("a", "b", "c") if u != v][g.integers(2)]
+            return rr
+        """,
+    )
+    argv = ["audit", "--scalar", "--mechanism", "label_lib_cli:make", "--epsilon", "1"]
+    argv += ["--seeding", "generator", "--samples", "10000"]
+    assert run_cli([*argv, "--domain", "a,b,c", *STRICT]) == 0, capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        run_cli([*argv, "--domain", "1,b"])
+    assert exit_.value.code == 2
+    assert "--domain value must be a finite number, got 'b'" in capsys.readouterr().err

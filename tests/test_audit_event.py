@@ -121,7 +121,11 @@ def test_bad_events_are_refused_before_any_randomness(kw, message):
     ("s", "message"),
     [
         ([[0.0, 1.0]], "the output set's rows have 2 value(s), the mechanism's outputs 1"),
-        (lambda y, x, x2: np.full(len(y), 2.0), "event event(y, x, x2) must return n booleans"),
+        (lambda y, x, x2: np.full(len(y), 2.0), "event: event(y, x, x2) must return n booleans"),
+        # session 54: an event's own faults were worded as a "statistic" the user never passed
+        (lambda y, x, x2: 1 / 0, "event: event(y, x, x2) raised ZeroDivisionError on 8 outputs"),
+        (lambda y, x, x2: np.full(len(y), np.nan), "event: event(y, x, x2) returned 8 non-finite"),
+        (lambda y, x, x2: np.ones(3, bool), "event: event(y, x, x2) must return one score per"),
     ],
 )
 def test_events_that_do_not_fit_the_outputs_are_refused_on_the_first_8(s, message):
@@ -152,6 +156,10 @@ EVENT_MODULE = textwrap.dedent(
 
     def hit0(outputs, x, x_prime):
         return outputs[:, 0] == 0
+
+
+    def boom(outputs, x, x_prime):
+        raise ValueError("no")
 
 
     NOT_CALLABLE = 3
@@ -196,6 +204,7 @@ def test_cli_event_refutes_the_broken_mechanism_as_the_api_does(s, event_dir, ca
          "attribute 'missing'"),
         ("0;0;0", "event: x == x2"),
         ("0;1;0,1", "event: the output set's rows have 2 value(s)"),
+        ("0;1;event_cli_mod:boom", "event: boom(y, x, x2) raised ValueError on 8 outputs: no"),
     ],
 )  # fmt: skip
 def test_cli_bad_events_exit_2_naming_the_option(spec, message, event_dir, capsys):

@@ -526,3 +526,44 @@ def test_a_factory_without_seeding_is_pointed_at_seeding():
     m = from_scalar(_rr_typed(int, int), epsilon=1.0, domain=[0, 1], name="lib")
     with pytest.raises(UserCodeError, match=r"lib returned a function .*seeding="):
         m.privatize(np.zeros((2, 1)), np.random.default_rng(0))
+
+
+def _label_rr(labels, keep_eps):
+    """k-RR over arbitrary labels, returning a label: keeps v w.p. e^a / (e^a + k - 1)."""
+
+    def make(g: np.random.Generator):
+        def rr(v):
+            if v not in labels:
+                raise TypeError(f"expected one of {labels}, got {v!r}")
+            e = math.exp(keep_eps)
+            if g.random() < e / (e + len(labels) - 1):
+                return v
+            return [u for u in labels if u != v][g.integers(len(labels) - 1)]
+
+        return rr
+
+    return make
+
+
+@pytest.mark.parametrize("labels", [["a", "b", "c"], [(0, 0), (0, 1), (1, 1)]])
+def test_a_domain_of_labels_passes_the_labels_and_reads_them_back(labels):
+    """Session 54: randomised response over strings (or tuples) was refused ("domain value must
+    be a real number, got 'a' (str)"); the function now receives the labels and a release that
+    is one of them is read as its position. At its claim (epsilon 1, 3 pairs) not flagged
+    (false failure <= 1e-7); keeping as epsilon 2 while claiming 1 is refuted (bound about 1.9
+    at 10,000 samples, standard error about 0.07)."""
+    ok = from_scalar(_label_rr(labels, 1.0), epsilon=1.0, domain=labels, seeding="generator")
+    assert [p[1].tolist() for p in ok.candidate_pairs(1)] == [[1.0], [2.0], [2.0]]
+    out = ok.privatize(np.array([[2.0]] * 50), np.random.default_rng(0))
+    assert out.shape == (50, 1) and set(out[:, 0]) == {0.0, 1.0, 2.0}
+    assert not audit(ok, samples=10_000, rng=0, confidence=STRICT).violation
+    bad = from_scalar(_label_rr(labels, 2.0), epsilon=1.0, domain=labels, seeding="generator")
+    r = audit(bad, samples=10_000, rng=0)
+    assert r.distribution.violation and r.distribution.epsilon_lower_bound > 1.5
+    with pytest.raises(InvalidParameterError, match="not with vectorized=True"):
+        from_scalar(lambda v: v, epsilon=1.0, domain=labels, vectorized=True)
+    with pytest.raises(InvalidParameterError, match="hashable"):
+        from_scalar(lambda v: v, epsilon=1.0, domain=[[0], [1]])
+    # a 2-tuple of labels is a set of two, not an interval ("domain low must be a real number")
+    two = from_scalar(lambda v: v, epsilon=1.0, domain=("yes", "no"))
+    assert two.labels == ["yes", "no"] and len(two.candidate_pairs(1)) == 1

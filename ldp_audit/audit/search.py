@@ -78,6 +78,7 @@ class Selection:
     big_ints: bool = False
     row8: np.ndarray | None = None
     unseeded: bool = False
+    stat_row: float = 0.0  # the user statistics' seconds a row, on the first 8 outputs
 
 
 def select_events(
@@ -105,15 +106,20 @@ def select_events(
         if raw8.dtype.kind in "iu" and (raw8.max() > 2**53 or raw8.min() < -(2**53)):
             sel.big_ints = True
         user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
+        t_s = time.perf_counter()
         for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
             st.values(raw8)
+        t_s = time.perf_counter() - t_s  # a row's time is its draw's and its scores'
+        sel.stat_row = sel.stat_row or t_s / 8
         same_dtype(mechanism, x, x2, raw8, ra2)
         if p == 0:  # after the checks above: an error names the user's code first
             t0 = time.perf_counter()
             sel.unseeded = not seeded_by(mechanism, x, ra1)
             t8 = min(t8, (time.perf_counter() - t0) / 2)  # the fastest of the three 8-row calls
             if not o.force:
-                _pilot_time(mechanism, x, ra1, t8, width, o, total, len(pair_list))
+                _pilot_time(
+                    mechanism, x, ra1, t8 + t_s, width, o, total, len(pair_list), user_stats
+                )
             if not sel.unseeded:  # after the pilot: 2,000 rows of a slow mechanism take long
                 repeats_refused(mechanism, x, ra1, width)
         # one row repeated 8 times: compared with the fit half's rows (shared randomness)
@@ -171,7 +177,7 @@ def _fit_statistics(
             "independent release, or the audit would count one draw as many"
         )
     if p == 0 and not o.force:
-        est = total * max(time.perf_counter() - t_a, 1e-9) / (2 * n_a_p)
+        est = total * (max(time.perf_counter() - t_a, 1e-9) / (2 * n_a_p) + sel.stat_row)
         if est > _MAX_SECONDS:
             raise _too_long(o, total, est, len(sel.streams))
     if ya1.shape[1] != ya2.shape[1]:
@@ -215,6 +221,7 @@ def _pilot_time(
     o: Options,
     total: int,
     n_pairs: int,
+    user_stats: list[ScoreStatistic],
 ) -> None:
     """Refuse, before the fit half is drawn, an audit projected at over twice the time limit
     (the margin covers the model's error), and say a projection over 10 minutes on stderr.
@@ -223,12 +230,14 @@ def _pilot_time(
     rows (about ``_PILOT_SECONDS`` at that slowest rate), from a copy of ``rng`` (the audit's
     draws are unchanged), fits a fixed cost per call and a cost per row through the two
     timings, so a vectorised mechanism whose small calls are all overhead is not taken for a
-    slow one."""
+    slow one. ``t8`` and the pilot include the user statistics' time on those rows."""
     if total * t8 / 8 <= min(600.0, _MAX_SECONDS / 2):
         return
     n = int(min(1000, max(64, 8 * _PILOT_SECONDS / t8)))
     t0 = time.perf_counter()
-    privatize_rows(mechanism, x, n, copy.deepcopy(rng))
+    raw = privatize_rows(mechanism, x, n, copy.deepcopy(rng), raw=True)[1]
+    for st in user_stats:
+        st.values(raw)
     per_row = max(time.perf_counter() - t0 - t8, 0.0) / (n - 8)
     calls = 8 * n_pairs + 4 * total * width / FIT_ELEMENTS  # chunks: FIT_ELEMENTS / 4 values
     est = max(total * per_row + calls * max(t8 - 8 * per_row, 0.0), 1e-9)
@@ -322,11 +331,19 @@ def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
     sel = Selection(streams=o.rng.spawn(1), prof_best=[])
     probe, re1, re2 = sel.streams[0].spawn(3)
     sel.est_rngs.append((re1, re2))
+    t = [time.perf_counter()]
     y8, raw8 = privatize_rows(mechanism, x, 8, probe, raw=True)
+    t.append(time.perf_counter())
     stat.values(raw8 if stat.needs_raw else y8)  # checked on 8 outputs before the work
+    t.append(time.perf_counter())
     same_dtype(mechanism, x, x2, raw8, re2)
+    t.append(time.perf_counter())
     sel.unseeded = not seeded_by(mechanism, x, probe)
+    # as in the search: the fastest 8-row call, plus the event's time on its rows
+    t8 = min(t[1] - t[0], (time.perf_counter() - t[3]) / 2) + t[2] - t[1]
     sel.widths.append(max(x.shape[0], y8.shape[1]))
+    if not o.force:
+        _pilot_time(mechanism, x, probe, t8, sel.widths[0], o, 2 * o.samples, 1, [stat])
     if not sel.unseeded:
         repeats_refused(mechanism, x, probe, sel.widths[0])
     return sel, Kept([Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))], 1, [], [])

@@ -305,6 +305,7 @@ class UserStatistic(ScoreStatistic):
 
     def __init__(self, fn: Callable[..., Any], name: str, x: np.ndarray, x2: np.ndarray) -> None:
         self.fn, self.name, self.x, self.x2 = fn, name, x, x2
+        self.who = f"statistic {name!r}"  # how its faults name it
 
     def values(self, y: np.ndarray) -> np.ndarray:
         return self._values(y)
@@ -317,28 +318,26 @@ class UserStatistic(ScoreStatistic):
             raise
         except Exception as exc:  # noqa: BLE001 - user code: wrapped with context, cause kept
             raise UserCodeError(
-                f"statistic {self.name!r} raised {type(exc).__name__} on {n} outputs: {exc}"
+                f"{self.who} raised {type(exc).__name__} on {n} outputs: {exc}"
             ) from exc
         try:
             v = np.asarray(raw)
         except Exception as exc:  # noqa: BLE001 - e.g. ragged lists
             raise InvalidParameterError(
-                f"statistic {self.name!r} must return an array of {n} scores: {exc}"
+                f"{self.who} must return an array of {n} scores: {exc}"
             ) from exc
         if v.dtype == object or v.dtype.kind not in "biuf":
-            raise InvalidParameterError(
-                f"statistic {self.name!r} must return real scores, got dtype {v.dtype}"
-            )
+            raise InvalidParameterError(f"{self.who} must return real scores, got dtype {v.dtype}")
         if v.shape != (n,):
             raise InvalidParameterError(
-                f"statistic {self.name!r} must return one score per output row, shape ({n},), "
+                f"{self.who} must return one score per output row, shape ({n},), "
                 f"got shape {v.shape}"
             )
         v = v.astype(np.float64)
         if not np.all(np.isfinite(v)):
             bad = int(np.count_nonzero(~np.isfinite(v)))
             raise InvalidParameterError(
-                f"statistic {self.name!r} returned {bad} non-finite score(s) (NaN or inf) of "
+                f"{self.who} returned {bad} non-finite score(s) (NaN or inf) of "
                 f"{n}; scores must be finite real numbers"
             )
         return v
@@ -355,11 +354,15 @@ class EventIndicator(UserStatistic):
 
     family = "event"
 
+    def __init__(self, fn: Callable[..., Any], name: str, x: np.ndarray, x2: np.ndarray) -> None:
+        super().__init__(fn, name, x, x2)
+        self.who = f"event: {name}"
+
     def _values(self, y: np.ndarray) -> np.ndarray:
         v = super()._values(y)
         if not np.all((v == 0.0) | (v == 1.0)):
             raise InvalidParameterError(
-                f"event {self.name} must return n booleans (or 0/1), one per output row, got "
+                f"{self.who} must return n booleans (or 0/1), one per output row, got "
                 f"values such as {float(v[(v != 0.0) & (v != 1.0)][0])!r}"
             )
         return v

@@ -72,7 +72,7 @@ _MAX_DIM = 1_000_000
 
 def _domain(text: str) -> Any:
     """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers, bools
-    for ``false,true``).
+    for ``false,true``, strings when none is a number).
 
     Every number is finite and read strictly (``ldp_audit.parse.parse_real``); an interval
     needs LOW < HIGH and a set at least two distinct values (a claim over one input says
@@ -97,6 +97,8 @@ def _domain(text: str) -> Any:
         values = [p.lower() == "true" for p in parts]
     elif all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
         values = [int(p) for p in parts]
+    elif not any(re.fullmatch(r"[+-]?([0-9.]+(e[+-]?[0-9]+)?|inf|nan)", p, re.I) for p in parts):
+        values = parts  # labels, passed as str (randomised response over strings)
     else:
         values = [parse_real(p, "--domain value") for p in parts]
     if len(set(values)) < 2:
