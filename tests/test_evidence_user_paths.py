@@ -39,7 +39,7 @@ def test_a_release_with_another_shape_is_refused_before_any_charge(tmp_path) -> 
     run.release(np.ones(3), agent=0, theta=np.zeros(3))
     with pytest.raises(InvalidParameterError, match="4 coordinates.*have 3"):
         run.release(np.ones(4), agent=1, theta=np.zeros(3))
-    with pytest.raises(InvalidParameterError, match="values must be an array of numbers"):
+    with pytest.raises(InvalidParameterError, match="values must be a real numeric array"):
         run.release(["a", "b", "c"], agent=1, theta=np.zeros(3))
     # a secret or score of the wrong type: '0.5' and True were taken as numbers, None was a raw
     # TypeError after the charge
@@ -50,7 +50,7 @@ def test_a_release_with_another_shape_is_refused_before_any_charge(tmp_path) -> 
     # input arrays must have the same shape" and left the run without a manifest (session 53)
     with pytest.raises(InvalidParameterError, match="theta has 4 numbers, but this run's"):
         run.release(np.ones(3), agent=1, theta=np.zeros(4))
-    with pytest.raises(InvalidParameterError, match="theta must be an array of numbers"):
+    with pytest.raises(InvalidParameterError, match="theta must be a real numeric array"):
         run.release(np.ones(3), agent=1, theta="abc")
     with Ledger(tmp_path / "r" / "ledger.sqlite", readonly=True) as led:
         assert len(led) == 1  # the refused releases were never charged
@@ -349,3 +349,47 @@ def test_a_value_json_cannot_hold_is_named_by_its_key(tmp_path) -> None:
         open_run(tmp_path / "r", system="s", mechanism=Laplace(epsilon=1.0, clip=1.0),
                  config={"lr": 0.1, "arms": {1, 2}})  # fmt: skip
     assert not (tmp_path / "r").exists()
+
+
+class _GradTensor:
+    """What numpy sees of a torch tensor that requires grad (torch not imported: 3 s here):
+    ``__array__`` raises torch's RuntimeError, ``detach().cpu().numpy()`` gives the values."""
+
+    def __init__(self, a) -> None:
+        self.a = np.asarray(a, dtype=np.float32)
+
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad.")
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.a
+
+
+def test_a_release_refuses_what_numpy_would_coerce_before_any_charge(tmp_path) -> None:
+    """Session 54 probe: ``run.release`` cast with ``np.asarray(dtype=float64)``, so a report of
+    numeric strings was released as numbers, a complex one lost its imaginary part (a
+    ComplexWarning, then released), a NaN theta was recorded, and a torch tensor that requires
+    grad (a loss's gradient, a model's parameters) raised torch's raw ``RuntimeError``."""
+    run = open_run(tmp_path / "r", system="s", mechanism=Laplace(epsilon=1.0, clip=1.0))
+    run.release(_GradTensor([0.1, 0.1, 0.1]), agent=0, theta=_GradTensor([0, 0, 0]))
+    bad = [
+        ({"values": ["1", "2", "3"]}, "values must be a real numeric array, got dtype <U1"),
+        ({"values": np.ones(3) + 1j}, "values must be a real numeric array, got dtype complex"),
+        ({"theta": np.array([0.0, np.nan, 0.0])}, "theta must be finite; found nan at index 1"),
+        ({"theta": ["0", "0", "0"]}, "theta must be a real numeric array, got dtype <U1"),
+    ]
+    for kw, match in bad:
+        args = {"values": np.ones(3), "theta": np.zeros(3), **kw}
+        with pytest.raises(InvalidParameterError, match=match):
+            run.release(args.pop("values"), agent=1, **args)
+    with Ledger(tmp_path / "r" / "ledger.sqlite", readonly=True) as led:
+        assert len(led) == 1  # only the tensor's release was charged
+    path = run.close()
+    assert verify_run(path).ok
+    assert np.load(path / "transcript.npz")["thetas"].tolist() == [[0.0, 0.0, 0.0]]
