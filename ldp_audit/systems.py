@@ -38,7 +38,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 
 from ldp_audit.config import config_from_dict
-from ldp_audit.errors import InvalidParameterError, RunDirectoryError, UserCodeError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError, UserCodeError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -508,8 +508,16 @@ class SystemSpec:
                 f"own ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
             )
         fn = resolve(self.trainer, f"system {self.name!r} trainer")
-        res = fn(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,
-                 run_mode=run_mode, **options)  # fmt: skip
+        try:
+            res = call_user(fn, f"system {self.name!r}: its trainer", cfg, seed=seed,
+                            run_dir=run_dir, ledger=ledger, progress=progress,
+                            run_mode=run_mode, **options)  # fmt: skip
+        except LdpAuditError:  # a plug-in's run left "running" is interrupted, as ours are
+            if run_dir is not None:
+                from ldp_audit.rundir.writer import finish_unfinished
+
+                finish_unfinished(path=Path(run_dir))
+            raise
         if not isinstance(res, TrainResult):
             raise UserCodeError(
                 f"system {self.name!r}: its trainer must return ldp_audit.systems.TrainResult, "
@@ -719,6 +727,18 @@ def get(name: str) -> System:
             f"no system named {name!r} is registered; registered: {', '.join(_REGISTRY) or 'none'}"
             f" (a package adds one through the entry point group {ENTRY_POINT_GROUP!r})"
         )
+
+
+def call_user(fn: Callable[..., Any], what: str, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; an exception of a plug-in's function (not a refusal, not a
+    shipped function's) is a ``UserCodeError`` naming it (exit 2), never "a bug in ldp-audit"."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        where = f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', fn)}"
+        if isinstance(exc, LdpAuditError) or where.startswith("ldp_audit."):
+            raise
+        raise UserCodeError(f"{what} {where} raised {type(exc).__name__}: {exc}") from exc
 
 
 def call(ref: str, what: str) -> Callable[..., Any]:

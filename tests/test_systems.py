@@ -23,7 +23,7 @@ import pytest
 from ldp_audit import systems
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError, UserCodeError
-from ldp_audit.rundir import RunDir
+from ldp_audit.rundir import RunDir, verify_run
 
 SHIPPED = ("pgc-a3c", "dprl", "fedrl", "frd")
 
@@ -572,6 +572,78 @@ def test_a_wrong_train_result_is_named_never_printed(
     err = capsys.readouterr().err
     assert "system 'toy': its trainer returned a TrainResult" in err and needle in err
     assert "bug in ldp-audit" not in err
+
+
+def test_a_plug_in_trainer_that_raises_is_named_and_its_run_interrupted(
+    tmp_path: Path, capsys
+) -> None:
+    """Session 54 probe: a plug-in trainer written from docs/systems.md that raised after its
+    first release (a bug of its own) was exit 3, "This is a bug in ldp-audit", with a traceback,
+    and left its run folder "running" without a manifest. Now exit 2 naming the system and the
+    trainer, the run finished "interrupted" (its charges kept: the safe direction)."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM, train
+
+    def raising(cfg, **kw):
+        from ldp_audit import release
+
+        real, calls = release.release, []
+
+        def once(*a, **k):  # the first release goes through, the second raises
+            calls.append(1)
+            if len(calls) > 1:
+                raise KeyError("boom")
+            return real(*a, **k)
+
+        release.release = once
+        try:
+            return train(cfg, **kw)
+        finally:
+            release.release = real
+
+    systems.register(dataclasses.replace(SYSTEM, trainer=raising))
+    try:
+        with pytest.raises(UserCodeError, match="its trainer .*raising raised KeyError: 'boom'"):
+            systems.get("toy").train({"agents": 2}, seed=0, run_dir=tmp_path / "api")
+        assert main(["train", "toy", "--out", str(tmp_path / "cli"), "--no-progress"]) == 2
+    finally:
+        systems.reload()
+    err = capsys.readouterr().err
+    assert "system 'toy': its trainer" in err and "KeyError" in err
+    assert "bug in ldp-audit" not in err and "Traceback" not in err
+    for run in ("api", "cli"):
+        v = verify_run(tmp_path / run)
+        assert v.ok and v.status == "interrupted", (run, v)
+
+
+def _raising_guess(run_dir, **kw):
+    raise ValueError("attack bug")
+
+
+def _dict_guess(run_dir, **kw):
+    return {"accuracy": 0.5}
+
+
+def test_a_plug_in_attack_that_raises_or_returns_a_dict_is_named(tmp_path: Path, capsys) -> None:
+    """Session 54 probe: a plug-in attack that raised, or returned a dict where docs/systems.md
+    says ``-> AttackResult``, was exit 3, "This is a bug in ldp-audit", with a traceback."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM
+
+    attacks = {"toy-raise": f"{__name__}:_raising_guess", "toy-dict": f"{__name__}:_dict_guess"}
+    systems.register(dataclasses.replace(SYSTEM, attacks=attacks))
+    try:
+        systems.get("toy").train({"agents": 4}, seed=0, run_dir=tmp_path / "run")
+        for attack in attacks:
+            assert main(["attack", attack, "--run-dir", str(tmp_path / "run")]) == 2
+    finally:
+        systems.reload()
+    err = capsys.readouterr().err
+    assert "its attack 'toy-raise' tests.test_systems._raising_guess raised ValueError" in err
+    assert "its attack 'toy-dict' returned dict, not an AttackResult" in err
+    assert "bug in ldp-audit" not in err and "Traceback" not in err
 
 
 def _warning_guess(run_dir, **kw):
