@@ -529,7 +529,8 @@ class SystemSpec:
     def transcript_schema(self, cfg: Any) -> TranscriptSchema:
         if isinstance(self.schema, TranscriptSchema):
             return self.schema
-        out = resolve(self.schema, f"system {self.name!r} schema")(self._cfg(cfg))
+        fn = resolve(self.schema, f"system {self.name!r} schema")
+        out = call_user(fn, f"system {self.name!r}: its schema", self._cfg(cfg))
         if not isinstance(out, TranscriptSchema):
             raise UserCodeError(
                 f"system {self.name!r}: its schema function must return a TranscriptSchema, "
@@ -540,13 +541,15 @@ class SystemSpec:
     def audit_targets(self, cfg: Any) -> list[AuditTarget]:
         if self.targets is None:
             return []
-        out = resolve(self.targets, f"system {self.name!r} audit targets")(self._cfg(cfg))
+        fn = resolve(self.targets, f"system {self.name!r} audit targets")
+        out = call_user(fn, f"system {self.name!r}: its audit targets", self._cfg(cfg))
         return [AuditTarget.of(t, self.name) for t in out]
 
     def ledger_charges(self, transcript: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
         if self.charges is not None:
             fn = resolve(self.charges, f"system {self.name!r} charges")
-            return {str(k): int(v) for k, v in fn(transcript, self._cfg(cfg)).items()}
+            got = call_user(fn, f"system {self.name!r}: its charges", transcript, self._cfg(cfg))
+            return {str(k): int(v) for k, v in got.items()}
         if "agent" not in transcript:
             raise RunDirectoryError(
                 f"system {self.name!r}: its transcript has no 'agent' column and the system "

@@ -617,6 +617,44 @@ def test_a_plug_in_trainer_that_raises_is_named_and_its_run_interrupted(
         assert v.ok and v.status == "interrupted", (run, v)
 
 
+def _raising_charges(tr, cfg):
+    return {f"agent-{a}": 1 for a in tr["agent_id"]}  # a column the transcript does not have
+
+
+def _raising_targets(cfg):
+    raise ValueError("targets bug")
+
+
+def test_a_plug_in_charges_or_targets_that_raise_are_said_not_skipped(tmp_path: Path, capsys):
+    """Session 54 probe: a plug-in whose ``charges`` raised had its report skip the ledger's
+    comparison with the transcript in silence ("PARTIALLY VERIFIED. Claims not contradicted",
+    nothing about it: a trainer that also never charged went unseen), and ``audit --run-dir``
+    of one whose ``targets`` raised was exit 3, "a bug in ldp-audit"."""
+    import dataclasses
+
+    from ldp_audit.report import build_report
+    from tests.toy_system import SYSTEM
+
+    spec = dataclasses.replace(
+        SYSTEM, charges=f"{__name__}:_raising_charges", targets=f"{__name__}:_raising_targets"
+    )
+    systems.register(spec)
+    try:
+        systems.get("toy").train({"agents": 4}, seed=0, run_dir=tmp_path / "run")
+        model = build_report(tmp_path / "run", figures=False).model
+        assert main(["audit", "--run-dir", str(tmp_path / "run")]) == 2
+    finally:
+        systems.reload()
+    why = "its charges tests.test_systems._raising_charges raised KeyError: 'agent_id'"
+    assert why in model["ledger"]["charges_not_compared"]
+    assert "The ledger was not compared with the transcript's releases" in json.dumps(
+        model["verdict"]
+    )
+    err = capsys.readouterr().err
+    assert "its audit targets tests.test_systems._raising_targets raised ValueError" in err
+    assert "bug in ldp-audit" not in err
+
+
 def _raising_guess(run_dir, **kw):
     raise ValueError("attack bug")
 
