@@ -476,6 +476,11 @@ class SystemSpec:
             return cls.from_dict(d) if hasattr(cls, "from_dict") else config_from_dict(cls, d)
         except TypeError as exc:  # a user's from_dict
             raise InvalidParameterError(f"invalid {self.name} config: {exc}") from None
+        except Exception as exc:  # a plug-in config's own check (a ValueError, an assert)
+            if isinstance(exc, LdpAuditError) or cls.__module__.startswith("ldp_audit."):
+                raise
+            why = f"{type(exc).__name__}: {exc}"
+            raise UserCodeError(f"invalid {self.name} config ({cls.__name__}): {why}") from exc
 
     def _cfg(self, cfg: Any) -> Any:
         return self.config_from_dict(cfg) if isinstance(cfg, Mapping) else cfg

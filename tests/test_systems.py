@@ -617,6 +617,30 @@ def test_a_plug_in_trainer_that_raises_is_named_and_its_run_interrupted(
         assert v.ok and v.status == "interrupted", (run, v)
 
 
+def test_a_plug_in_config_refusing_with_a_value_error_is_exit_2(tmp_path: Path, capsys) -> None:
+    """Session 54 probe: a plug-in config whose ``__post_init__`` refused a value the plain
+    Python way (``raise ValueError``, an ``assert``) was exit 3, "a bug in ldp-audit"."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM, ToyConfig
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Picky(ToyConfig):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            if self.agents == 7:
+                raise ValueError("agents must not be 7")
+
+    systems.register(dataclasses.replace(SYSTEM, config=Picky))
+    try:
+        assert main(["train", "toy", "--out", str(tmp_path / "r"), "--agents", "7"]) == 2
+    finally:
+        systems.reload()
+    err = capsys.readouterr().err
+    assert "invalid toy config (Picky): ValueError: --agents must not be 7" in err, err
+    assert "bug in ldp-audit" not in err and not (tmp_path / "r").exists()
+
+
 def _raising_charges(tr, cfg):
     return {f"agent-{a}": 1 for a in tr["agent_id"]}  # a column the transcript does not have
 
