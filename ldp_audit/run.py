@@ -126,7 +126,7 @@ class Run:
         overwrite: bool = False,
         extra: Mapping[str, Any] = {},  # noqa: B006 - read, never mutated
     ) -> None:
-        from ldp_audit.accountant.accountant import Accountant
+        from ldp_audit.accountant.accountant import Accountant, Budget
         from ldp_audit.rundir import RunWriter, to_jsonable
 
         check_bool(overwrite, "overwrite")
@@ -147,8 +147,8 @@ class Run:
                 "mechanism must be an ldp_audit.mechanisms mechanism (privatize, to_config), "
                 f"got {type(mechanism).__name__}"
             )
-        if budget is not None:
-            budget = check_positive(budget, "budget")
+        if budget is not None:  # a Gaussian's: by RDP at its delta (the default, basic, refused it)
+            budget = Budget.for_mechanism(check_positive(budget, "budget"), mechanism)
         self.cfg = OwnLoopConfig(
             system=system,
             params=to_jsonable(dict(config or {})),

@@ -393,3 +393,40 @@ def test_a_release_refuses_what_numpy_would_coerce_before_any_charge(tmp_path) -
     path = run.close()
     assert verify_run(path).ok
     assert np.load(path / "transcript.npz")["thetas"].tolist() == [[0.0, 0.0, 0.0]]
+
+
+def test_an_own_loop_budget_is_spent_as_its_mechanism_composes(tmp_path) -> None:
+    """Session 54 probe: ``open_run(mechanism=Gaussian(...), budget=8)`` refused its first
+    release (``method 'basic' does not support this history ... use method='best'``, an option
+    open_run does not have). A budget is now spent as the mechanism composes: RDP at a
+    Gaussian's delta (as a Flower client's), sequentially for pure epsilon (no charge here: the
+    first RDP charge imports Opacus, 9 s; the slow test below releases)."""
+    from ldp_audit.accountant import Budget
+    from ldp_audit.mechanisms import Gaussian
+
+    g = Gaussian(clip=1.0, noise_multiplier=2.0)
+    for mech, want in (
+        (g, Budget(8.0, delta=1e-5, method="rdp")),
+        (Laplace(epsilon=1.0, clip=1.0), Budget(8.0)),
+    ):
+        run = open_run(tmp_path / type(mech).__name__, system="s", mechanism=mech, budget=8.0)
+        assert run.accountant.budget == want
+        run.close()
+
+
+@pytest.mark.slow
+def test_a_gaussian_own_loop_with_a_budget_releases_until_it_is_spent(tmp_path) -> None:
+    """The release side of the test above (13 s alone, Opacus's import): two releases at 4.38
+    pass and the third is refused, not the first."""
+    from ldp_audit.errors import BudgetExceeded
+    from ldp_audit.mechanisms import Gaussian
+
+    run = open_run(tmp_path / "r", system="s", mechanism=Gaussian(clip=1.0, noise_multiplier=2.0),
+                   budget=8.0)  # fmt: skip
+    for _ in range(2):
+        run.release(np.full(3, 0.1), agent=0, theta=np.zeros(3))
+    with pytest.raises(
+        BudgetExceeded, match=r"would spend epsilon 9\.0.*method='rdp'.* > budget 8"
+    ):
+        run.release(np.full(3, 0.1), agent=0, theta=np.zeros(3))
+    assert verify_run(run.close()).ok
