@@ -292,6 +292,8 @@ def _check_result(name: str, res: TrainResult, run_dir: str | Path | None) -> No
         why = f"system is {res.system!r}, not {name!r}"
     elif run_dir is not None and (got is None or got.resolve() != Path(run_dir).resolve()):
         why = f"run_dir is {None if got is None else str(got)!r}, not {str(run_dir)!r}"
+    elif run_dir is not None and not (Path(run_dir) / "manifest.json").is_file():
+        why = f"run_dir {str(run_dir)!r} holds no finished run (no manifest.json)"
     elif not isinstance(res.metrics, dict):
         why = f"metrics is a {type(res.metrics).__name__}, not a dict"
     for key in ("privacy", "metrics") if why is None else ():

@@ -641,6 +641,32 @@ def test_a_plug_in_config_refusing_with_a_value_error_is_exit_2(tmp_path: Path, 
     assert "bug in ldp-audit" not in err and not (tmp_path / "r").exists()
 
 
+def test_a_plug_in_trainer_that_wrote_no_run_is_named(tmp_path: Path, capsys) -> None:
+    """Session 54 probe: a plug-in trainer that ignored ``run_dir`` (wrote nothing) and
+    returned it was printed as ``run directory: RUN``, exit 0, with no folder there."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM
+
+    def lazy(cfg, *, seed, run_dir=None, **kw):
+        return systems.TrainResult(
+            system="toy", config=cfg, seed=seed, seconds=0.0, privacy={}, metrics={},
+            run_dir=None if run_dir is None else Path(run_dir),
+        )  # fmt: skip
+
+    systems.register(dataclasses.replace(SYSTEM, trainer=lazy))
+    try:
+        with pytest.raises(UserCodeError, match="holds no finished run"):
+            systems.get("toy").train({"agents": 2}, seed=0, run_dir=tmp_path / "api")
+        assert systems.get("toy").train({"agents": 2}, seed=0).run_dir is None  # no run asked
+        assert main(["train", "toy", "--out", str(tmp_path / "cli"), "--no-progress"]) == 2
+    finally:
+        systems.reload()
+    captured = capsys.readouterr()
+    assert "holds no finished run (no manifest.json)" in captured.err
+    assert "run directory" not in captured.out
+
+
 def _raising_charges(tr, cfg):
     return {f"agent-{a}": 1 for a in tr["agent_id"]}  # a column the transcript does not have
 
