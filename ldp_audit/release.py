@@ -36,7 +36,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_bool, check_choice, check_probability, check_real, check_rng
+from ldp_audit.validation import (
+    check_bool,
+    check_choice,
+    check_numeric,
+    check_probability,
+    check_real,
+    check_rng,
+)
 
 if TYPE_CHECKING:
     from ldp_audit.accountant.events import DpEvent
@@ -239,7 +246,7 @@ def _check_meta(meta: Any, n: int | None) -> dict[str, np.ndarray]:
     for k, v in meta.items():
         if type(k) is not str or not k:
             raise InvalidParameterError(f"meta keys must be non-empty str, got {k!r}")
-        arr = _numeric(v, f"meta[{k!r}]")
+        arr = check_numeric(v, f"meta[{k!r}]")
         if arr.ndim == 0:
             raise InvalidParameterError(f"meta[{k!r}] must have one entry per row, got a scalar")
         if rows is None:
@@ -276,17 +283,6 @@ class ReleaseRequest:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _numeric(values: Any, name: str) -> np.ndarray:
-    """``values`` (a tensor detached to NumPy) as a real numeric array, else refused."""
-    try:
-        x = np.asarray(values.detach().cpu().numpy() if hasattr(values, "detach") else values)
-    except (TypeError, ValueError) as exc:
-        raise InvalidParameterError(f"{name} must be a real numeric array: {exc}") from None
-    if x.dtype.kind not in "biuf":
-        raise InvalidParameterError(f"{name} must be a real numeric array, got dtype {x.dtype}")
-    return x
-
-
 def _check_values(values: Any, name: str) -> np.ndarray:
     """Refuse what no mechanism may release, BEFORE anything is charged or drawn.
 
@@ -294,7 +290,7 @@ def _check_values(values: Any, name: str) -> np.ndarray:
     entry finite: a NaN or inf would pass through an additive mechanism un-noised, and a value a
     mechanism then refuses would leave the ledger recording a release that never happened.
     """
-    x = _numeric(values, name)
+    x = check_numeric(values, name)
     if x.size == 0:
         raise InvalidParameterError(f"{name} must be non-empty, got shape {x.shape}")
     if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():

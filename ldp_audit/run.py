@@ -45,7 +45,7 @@ from ldp_audit.config import config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Transcript, release
 from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
-from ldp_audit.validation import check_bool, check_int, check_positive, check_real
+from ldp_audit.validation import check_bool, check_int, check_numeric, check_positive, check_real
 
 __all__ = ["ALGORITHM", "OwnLoopConfig", "Run", "open_run", "OWN_LOOP"]
 
@@ -126,7 +126,7 @@ class Run:
         overwrite: bool = False,
         extra: Mapping[str, Any] = {},  # noqa: B006 - read, never mutated
     ) -> None:
-        from ldp_audit.accountant.accountant import Accountant
+        from ldp_audit.accountant.accountant import Accountant, Budget
         from ldp_audit.rundir import RunWriter, to_jsonable
 
         check_bool(overwrite, "overwrite")
@@ -147,8 +147,8 @@ class Run:
                 "mechanism must be an ldp_audit.mechanisms mechanism (privatize, to_config), "
                 f"got {type(mechanism).__name__}"
             )
-        if budget is not None:
-            budget = check_positive(budget, "budget")
+        if budget is not None:  # a Gaussian's: by RDP at its delta (the default, basic, refused it)
+            budget = Budget.for_mechanism(check_positive(budget, "budget"), mechanism)
         self.cfg = OwnLoopConfig(
             system=system,
             params=to_jsonable(dict(config or {})),
@@ -212,13 +212,7 @@ class Run:
         if self._closed:
             raise InvalidParameterError("the run is closed; open a new one")
         check_int(agent, "agent", minimum=0)
-        try:
-            x = np.asarray(values, dtype=np.float64).reshape(1, -1)
-        except (TypeError, ValueError) as exc:
-            raise InvalidParameterError(
-                f"values must be an array of numbers (one report), got {type(values).__name__}: "
-                f"{exc}"
-            ) from None
+        x = check_numeric(values, "values").astype(np.float64).reshape(1, -1)  # one report
         if self._clean and x.shape[1] != self._clean[0].size:
             # refused before the charge: a transcript holds one report shape
             raise InvalidParameterError(
@@ -226,12 +220,10 @@ class Run:
                 f"{self._clean[0].size} (its first release); every release of a run has one "
                 f"shape, and nothing was charged"
             )
-        try:  # theta too: the transcript stacks one size of it
-            t = np.asarray(theta, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError) as exc:
-            raise InvalidParameterError(
-                f"theta must be an array of numbers, got {type(theta).__name__}: {exc}"
-            ) from None
+        t = check_numeric(theta, "theta").astype(np.float64).reshape(-1)  # stacked: one size
+        if not np.isfinite(t).all():  # recorded for the attack, which simulates at it
+            i = int(np.argmax(~np.isfinite(t)))
+            raise InvalidParameterError(f"theta must be finite; found {t[i]} at index {i}")
         if self._thetas and t.size != self._thetas[0].size:
             raise InvalidParameterError(
                 f"theta has {t.size} numbers, but this run's have {self._thetas[0].size} (its "

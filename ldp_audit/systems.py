@@ -38,7 +38,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 
 from ldp_audit.config import config_from_dict
-from ldp_audit.errors import InvalidParameterError, RunDirectoryError, UserCodeError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError, UserCodeError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -292,6 +292,8 @@ def _check_result(name: str, res: TrainResult, run_dir: str | Path | None) -> No
         why = f"system is {res.system!r}, not {name!r}"
     elif run_dir is not None and (got is None or got.resolve() != Path(run_dir).resolve()):
         why = f"run_dir is {None if got is None else str(got)!r}, not {str(run_dir)!r}"
+    elif run_dir is not None and not (Path(run_dir) / "manifest.json").is_file():
+        why = f"run_dir {str(run_dir)!r} holds no finished run (no manifest.json)"
     elif not isinstance(res.metrics, dict):
         why = f"metrics is a {type(res.metrics).__name__}, not a dict"
     for key in ("privacy", "metrics") if why is None else ():
@@ -476,6 +478,11 @@ class SystemSpec:
             return cls.from_dict(d) if hasattr(cls, "from_dict") else config_from_dict(cls, d)
         except TypeError as exc:  # a user's from_dict
             raise InvalidParameterError(f"invalid {self.name} config: {exc}") from None
+        except Exception as exc:  # a plug-in config's own check (a ValueError, an assert)
+            if isinstance(exc, LdpAuditError) or cls.__module__.startswith("ldp_audit."):
+                raise
+            why = f"{type(exc).__name__}: {exc}"
+            raise UserCodeError(f"invalid {self.name} config ({cls.__name__}): {why}") from exc
 
     def _cfg(self, cfg: Any) -> Any:
         return self.config_from_dict(cfg) if isinstance(cfg, Mapping) else cfg
@@ -508,8 +515,16 @@ class SystemSpec:
                 f"own ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
             )
         fn = resolve(self.trainer, f"system {self.name!r} trainer")
-        res = fn(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,
-                 run_mode=run_mode, **options)  # fmt: skip
+        try:
+            res = call_user(fn, f"system {self.name!r}: its trainer", cfg, seed=seed,
+                            run_dir=run_dir, ledger=ledger, progress=progress,
+                            run_mode=run_mode, **options)  # fmt: skip
+        except LdpAuditError:  # a plug-in's run left "running" is interrupted, as ours are
+            if run_dir is not None:
+                from ldp_audit.rundir.writer import finish_unfinished
+
+                finish_unfinished(path=Path(run_dir))
+            raise
         if not isinstance(res, TrainResult):
             raise UserCodeError(
                 f"system {self.name!r}: its trainer must return ldp_audit.systems.TrainResult, "
@@ -521,7 +536,8 @@ class SystemSpec:
     def transcript_schema(self, cfg: Any) -> TranscriptSchema:
         if isinstance(self.schema, TranscriptSchema):
             return self.schema
-        out = resolve(self.schema, f"system {self.name!r} schema")(self._cfg(cfg))
+        fn = resolve(self.schema, f"system {self.name!r} schema")
+        out = call_user(fn, f"system {self.name!r}: its schema", self._cfg(cfg))
         if not isinstance(out, TranscriptSchema):
             raise UserCodeError(
                 f"system {self.name!r}: its schema function must return a TranscriptSchema, "
@@ -532,13 +548,15 @@ class SystemSpec:
     def audit_targets(self, cfg: Any) -> list[AuditTarget]:
         if self.targets is None:
             return []
-        out = resolve(self.targets, f"system {self.name!r} audit targets")(self._cfg(cfg))
+        fn = resolve(self.targets, f"system {self.name!r} audit targets")
+        out = call_user(fn, f"system {self.name!r}: its audit targets", self._cfg(cfg))
         return [AuditTarget.of(t, self.name) for t in out]
 
     def ledger_charges(self, transcript: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
         if self.charges is not None:
             fn = resolve(self.charges, f"system {self.name!r} charges")
-            return {str(k): int(v) for k, v in fn(transcript, self._cfg(cfg)).items()}
+            got = call_user(fn, f"system {self.name!r}: its charges", transcript, self._cfg(cfg))
+            return {str(k): int(v) for k, v in got.items()}
         if "agent" not in transcript:
             raise RunDirectoryError(
                 f"system {self.name!r}: its transcript has no 'agent' column and the system "
@@ -719,6 +737,18 @@ def get(name: str) -> System:
             f"no system named {name!r} is registered; registered: {', '.join(_REGISTRY) or 'none'}"
             f" (a package adds one through the entry point group {ENTRY_POINT_GROUP!r})"
         )
+
+
+def call_user(fn: Callable[..., Any], what: str, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; an exception of a plug-in's function (not a refusal, not a
+    shipped function's) is a ``UserCodeError`` naming it (exit 2), never "a bug in ldp-audit"."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        where = f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', fn)}"
+        if isinstance(exc, LdpAuditError) or where.startswith("ldp_audit."):
+            raise
+        raise UserCodeError(f"{what} {where} raised {type(exc).__name__}: {exc}") from exc
 
 
 def call(ref: str, what: str) -> Callable[..., Any]:

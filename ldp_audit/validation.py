@@ -134,6 +134,18 @@ def check_probability(value: Any, name: str, *, open_interval: bool = True) -> f
     return v
 
 
+def check_numeric(values: Any, name: str) -> np.ndarray:
+    """``values`` (a tensor detached to NumPy) as a real numeric array of any shape, else
+    refused (strings, complex, objects: never coerced)."""
+    try:
+        x = np.asarray(values.detach().cpu().numpy() if hasattr(values, "detach") else values)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"{name} must be a real numeric array: {exc}") from None
+    if x.dtype.kind not in "biuf":
+        raise InvalidParameterError(f"{name} must be a real numeric array, got dtype {x.dtype}")
+    return x
+
+
 def check_batch(x: Any, name: str = "x", *, dim: int | None = None) -> np.ndarray:
     """Return ``x`` as a C-contiguous float64 array of shape (n, d), all finite.
 

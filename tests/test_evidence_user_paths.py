@@ -39,7 +39,7 @@ def test_a_release_with_another_shape_is_refused_before_any_charge(tmp_path) -> 
     run.release(np.ones(3), agent=0, theta=np.zeros(3))
     with pytest.raises(InvalidParameterError, match="4 coordinates.*have 3"):
         run.release(np.ones(4), agent=1, theta=np.zeros(3))
-    with pytest.raises(InvalidParameterError, match="values must be an array of numbers"):
+    with pytest.raises(InvalidParameterError, match="values must be a real numeric array"):
         run.release(["a", "b", "c"], agent=1, theta=np.zeros(3))
     # a secret or score of the wrong type: '0.5' and True were taken as numbers, None was a raw
     # TypeError after the charge
@@ -50,7 +50,7 @@ def test_a_release_with_another_shape_is_refused_before_any_charge(tmp_path) -> 
     # input arrays must have the same shape" and left the run without a manifest (session 53)
     with pytest.raises(InvalidParameterError, match="theta has 4 numbers, but this run's"):
         run.release(np.ones(3), agent=1, theta=np.zeros(4))
-    with pytest.raises(InvalidParameterError, match="theta must be an array of numbers"):
+    with pytest.raises(InvalidParameterError, match="theta must be a real numeric array"):
         run.release(np.ones(3), agent=1, theta="abc")
     with Ledger(tmp_path / "r" / "ledger.sqlite", readonly=True) as led:
         assert len(led) == 1  # the refused releases were never charged
@@ -349,3 +349,84 @@ def test_a_value_json_cannot_hold_is_named_by_its_key(tmp_path) -> None:
         open_run(tmp_path / "r", system="s", mechanism=Laplace(epsilon=1.0, clip=1.0),
                  config={"lr": 0.1, "arms": {1, 2}})  # fmt: skip
     assert not (tmp_path / "r").exists()
+
+
+class _GradTensor:
+    """What numpy sees of a torch tensor that requires grad (torch not imported: 3 s here):
+    ``__array__`` raises torch's RuntimeError, ``detach().cpu().numpy()`` gives the values."""
+
+    def __init__(self, a) -> None:
+        self.a = np.asarray(a, dtype=np.float32)
+
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad.")
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.a
+
+
+def test_a_release_refuses_what_numpy_would_coerce_before_any_charge(tmp_path) -> None:
+    """Session 54 probe: ``run.release`` cast with ``np.asarray(dtype=float64)``, so a report of
+    numeric strings was released as numbers, a complex one lost its imaginary part (a
+    ComplexWarning, then released), a NaN theta was recorded, and a torch tensor that requires
+    grad (a loss's gradient, a model's parameters) raised torch's raw ``RuntimeError``."""
+    run = open_run(tmp_path / "r", system="s", mechanism=Laplace(epsilon=1.0, clip=1.0))
+    run.release(_GradTensor([0.1, 0.1, 0.1]), agent=0, theta=_GradTensor([0, 0, 0]))
+    bad = [
+        ({"values": ["1", "2", "3"]}, "values must be a real numeric array, got dtype <U1"),
+        ({"values": np.ones(3) + 1j}, "values must be a real numeric array, got dtype complex"),
+        ({"theta": np.array([0.0, np.nan, 0.0])}, "theta must be finite; found nan at index 1"),
+        ({"theta": ["0", "0", "0"]}, "theta must be a real numeric array, got dtype <U1"),
+    ]
+    for kw, match in bad:
+        args = {"values": np.ones(3), "theta": np.zeros(3), **kw}
+        with pytest.raises(InvalidParameterError, match=match):
+            run.release(args.pop("values"), agent=1, **args)
+    with Ledger(tmp_path / "r" / "ledger.sqlite", readonly=True) as led:
+        assert len(led) == 1  # only the tensor's release was charged
+    path = run.close()
+    assert verify_run(path).ok
+    assert np.load(path / "transcript.npz")["thetas"].tolist() == [[0.0, 0.0, 0.0]]
+
+
+def test_an_own_loop_budget_is_spent_as_its_mechanism_composes(tmp_path) -> None:
+    """Session 54 probe: ``open_run(mechanism=Gaussian(...), budget=8)`` refused its first
+    release (``method 'basic' does not support this history ... use method='best'``, an option
+    open_run does not have). A budget is now spent as the mechanism composes: RDP at a
+    Gaussian's delta (as a Flower client's), sequentially for pure epsilon (no charge here: the
+    first RDP charge imports Opacus, 9 s; the slow test below releases)."""
+    from ldp_audit.accountant import Budget
+    from ldp_audit.mechanisms import Gaussian
+
+    g = Gaussian(clip=1.0, noise_multiplier=2.0)
+    for mech, want in (
+        (g, Budget(8.0, delta=1e-5, method="rdp")),
+        (Laplace(epsilon=1.0, clip=1.0), Budget(8.0)),
+    ):
+        run = open_run(tmp_path / type(mech).__name__, system="s", mechanism=mech, budget=8.0)
+        assert run.accountant.budget == want
+        run.close()
+
+
+@pytest.mark.slow
+def test_a_gaussian_own_loop_with_a_budget_releases_until_it_is_spent(tmp_path) -> None:
+    """The release side of the test above (13 s alone, Opacus's import): two releases at 4.38
+    pass and the third is refused, not the first."""
+    from ldp_audit.errors import BudgetExceeded
+    from ldp_audit.mechanisms import Gaussian
+
+    run = open_run(tmp_path / "r", system="s", mechanism=Gaussian(clip=1.0, noise_multiplier=2.0),
+                   budget=8.0)  # fmt: skip
+    for _ in range(2):
+        run.release(np.full(3, 0.1), agent=0, theta=np.zeros(3))
+    with pytest.raises(
+        BudgetExceeded, match=r"would spend epsilon 9\.0.*method='rdp'.* > budget 8"
+    ):
+        run.release(np.full(3, 0.1), agent=0, theta=np.zeros(3))
+    assert verify_run(run.close()).ok

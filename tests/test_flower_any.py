@@ -320,6 +320,42 @@ def test_strategy_accepts_one_report_per_agent_and_round(tmp_path):
     rec.close()
 
 
+def test_strategy_refuses_a_reply_of_an_earlier_round(tmp_path):
+    """Session 54 probe: with ``ldp-release = "parameters"`` (the arrays are the report, not the
+    broadcast plus it) a client sending its round-1 reply again in round 2 was recorded as a
+    round-2 report computed at round 2's parameters (its client ledger charged once, the
+    server's twice). Its sealed release says round 1: refused, naming both rounds."""
+    from types import SimpleNamespace
+
+    from flwr.app import ArrayRecord, ConfigRecord
+
+    from ldp_audit.training.flower.server import ldp_strategy_class
+
+    class Inner:
+        def configure_train(self, server_round, arrays, config, grid):
+            return []
+
+        def aggregate_train(self, server_round, replies):
+            return ArrayRecord([np.full(6, float(server_round))]), None
+
+    rec = FlowerRecorder(tmp_path / "run", system="t", mechanism=from_config(MECH))
+    strategy = ldp_strategy_class()(Inner(), rec)
+    st = _settings(tmp_path / "led", 0, **{"ldp-release": "parameters"})
+    out, rep, rel = release_reply([np.zeros(6)], [np.full(6, 0.1)], st, 1)
+    for r, model in ((1, [np.zeros(6)]), (2, [np.ones(6)])):
+        strategy.configure_train(r, ArrayRecord(model), ConfigRecord(), None)
+        content = sealed_content(st, out, rep, rel, {}, 1)  # round 1's reply, both times
+        meta = SimpleNamespace(src_node_id=5)
+        strategy.aggregate_train(
+            r, [SimpleNamespace(metadata=meta, has_error=lambda: False, content=content)]
+        )
+    assert rec.rows["round"] == [1]
+    assert rec.rejected == [
+        {"round": 2, "node": 5, "reason": "agent 0's release is of round 1, not 2"}
+    ]
+    rec.close()
+
+
 @pytest.mark.parametrize(
     ("key", "value", "match"),
     [

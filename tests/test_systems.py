@@ -23,7 +23,7 @@ import pytest
 from ldp_audit import systems
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError, UserCodeError
-from ldp_audit.rundir import RunDir
+from ldp_audit.rundir import RunDir, verify_run
 
 SHIPPED = ("pgc-a3c", "dprl", "fedrl", "frd")
 
@@ -575,6 +575,166 @@ def test_a_wrong_train_result_is_named_never_printed(
     err = capsys.readouterr().err
     assert "system 'toy': its trainer returned a TrainResult" in err and needle in err
     assert "bug in ldp-audit" not in err
+
+
+def test_a_plug_in_trainer_that_raises_is_named_and_its_run_interrupted(
+    tmp_path: Path, capsys
+) -> None:
+    """Session 54 probe: a plug-in trainer written from docs/systems.md that raised after its
+    first release (a bug of its own) was exit 3, "This is a bug in ldp-audit", with a traceback,
+    and left its run folder "running" without a manifest. Now exit 2 naming the system and the
+    trainer, the run finished "interrupted" (its charges kept: the safe direction)."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM, train
+
+    def raising(cfg, **kw):
+        from ldp_audit import release
+
+        real, calls = release.release, []
+
+        def once(*a, **k):  # the first release goes through, the second raises
+            calls.append(1)
+            if len(calls) > 1:
+                raise KeyError("boom")
+            return real(*a, **k)
+
+        release.release = once
+        try:
+            return train(cfg, **kw)
+        finally:
+            release.release = real
+
+    systems.register(dataclasses.replace(SYSTEM, trainer=raising))
+    try:
+        with pytest.raises(UserCodeError, match="its trainer .*raising raised KeyError: 'boom'"):
+            systems.get("toy").train({"agents": 2}, seed=0, run_dir=tmp_path / "api")
+        assert main(["train", "toy", "--out", str(tmp_path / "cli"), "--no-progress"]) == 2
+    finally:
+        systems.reload()
+    err = capsys.readouterr().err
+    assert "system 'toy': its trainer" in err and "KeyError" in err
+    assert "bug in ldp-audit" not in err and "Traceback" not in err
+    for run in ("api", "cli"):
+        v = verify_run(tmp_path / run)
+        assert v.ok and v.status == "interrupted", (run, v)
+
+
+def test_a_plug_in_config_refusing_with_a_value_error_is_exit_2(tmp_path: Path, capsys) -> None:
+    """Session 54 probe: a plug-in config whose ``__post_init__`` refused a value the plain
+    Python way (``raise ValueError``, an ``assert``) was exit 3, "a bug in ldp-audit"."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM, ToyConfig
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Picky(ToyConfig):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            if self.agents == 7:
+                raise ValueError("agents must not be 7")
+
+    systems.register(dataclasses.replace(SYSTEM, config=Picky))
+    try:
+        assert main(["train", "toy", "--out", str(tmp_path / "r"), "--agents", "7"]) == 2
+    finally:
+        systems.reload()
+    err = capsys.readouterr().err
+    assert "invalid toy config (Picky): ValueError: --agents must not be 7" in err, err
+    assert "bug in ldp-audit" not in err and not (tmp_path / "r").exists()
+
+
+def test_a_plug_in_trainer_that_wrote_no_run_is_named(tmp_path: Path, capsys) -> None:
+    """Session 54 probe: a plug-in trainer that ignored ``run_dir`` (wrote nothing) and
+    returned it was printed as ``run directory: RUN``, exit 0, with no folder there."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM
+
+    def lazy(cfg, *, seed, run_dir=None, **kw):
+        return systems.TrainResult(
+            system="toy", config=cfg, seed=seed, seconds=0.0, privacy={}, metrics={},
+            run_dir=None if run_dir is None else Path(run_dir),
+        )  # fmt: skip
+
+    systems.register(dataclasses.replace(SYSTEM, trainer=lazy))
+    try:
+        with pytest.raises(UserCodeError, match="holds no finished run"):
+            systems.get("toy").train({"agents": 2}, seed=0, run_dir=tmp_path / "api")
+        assert systems.get("toy").train({"agents": 2}, seed=0).run_dir is None  # no run asked
+        assert main(["train", "toy", "--out", str(tmp_path / "cli"), "--no-progress"]) == 2
+    finally:
+        systems.reload()
+    captured = capsys.readouterr()
+    assert "holds no finished run (no manifest.json)" in captured.err
+    assert "run directory" not in captured.out
+
+
+def _raising_charges(tr, cfg):
+    return {f"agent-{a}": 1 for a in tr["agent_id"]}  # a column the transcript does not have
+
+
+def _raising_targets(cfg):
+    raise ValueError("targets bug")
+
+
+def test_a_plug_in_charges_or_targets_that_raise_are_said_not_skipped(tmp_path: Path, capsys):
+    """Session 54 probe: a plug-in whose ``charges`` raised had its report skip the ledger's
+    comparison with the transcript in silence ("PARTIALLY VERIFIED. Claims not contradicted",
+    nothing about it: a trainer that also never charged went unseen), and ``audit --run-dir``
+    of one whose ``targets`` raised was exit 3, "a bug in ldp-audit"."""
+    import dataclasses
+
+    from ldp_audit.report import build_report
+    from tests.toy_system import SYSTEM
+
+    spec = dataclasses.replace(
+        SYSTEM, charges=f"{__name__}:_raising_charges", targets=f"{__name__}:_raising_targets"
+    )
+    systems.register(spec)
+    try:
+        systems.get("toy").train({"agents": 4}, seed=0, run_dir=tmp_path / "run")
+        model = build_report(tmp_path / "run", figures=False).model
+        assert main(["audit", "--run-dir", str(tmp_path / "run")]) == 2
+    finally:
+        systems.reload()
+    why = "its charges tests.test_systems._raising_charges raised KeyError: 'agent_id'"
+    assert why in model["ledger"]["charges_not_compared"]
+    assert "The ledger was not compared with the transcript's releases" in json.dumps(
+        model["verdict"]
+    )
+    err = capsys.readouterr().err
+    assert "its audit targets tests.test_systems._raising_targets raised ValueError" in err
+    assert "bug in ldp-audit" not in err
+
+
+def _raising_guess(run_dir, **kw):
+    raise ValueError("attack bug")
+
+
+def _dict_guess(run_dir, **kw):
+    return {"accuracy": 0.5}
+
+
+def test_a_plug_in_attack_that_raises_or_returns_a_dict_is_named(tmp_path: Path, capsys) -> None:
+    """Session 54 probe: a plug-in attack that raised, or returned a dict where docs/systems.md
+    says ``-> AttackResult``, was exit 3, "This is a bug in ldp-audit", with a traceback."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM
+
+    attacks = {"toy-raise": f"{__name__}:_raising_guess", "toy-dict": f"{__name__}:_dict_guess"}
+    systems.register(dataclasses.replace(SYSTEM, attacks=attacks))
+    try:
+        systems.get("toy").train({"agents": 4}, seed=0, run_dir=tmp_path / "run")
+        for attack in attacks:
+            assert main(["attack", attack, "--run-dir", str(tmp_path / "run")]) == 2
+    finally:
+        systems.reload()
+    err = capsys.readouterr().err
+    assert "its attack 'toy-raise' tests.test_systems._raising_guess raised ValueError" in err
+    assert "its attack 'toy-dict' returned dict, not an AttackResult" in err
+    assert "bug in ldp-audit" not in err and "Traceback" not in err
 
 
 def _warning_guess(run_dir, **kw):

@@ -91,6 +91,13 @@ class Budget:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def for_mechanism(cls, epsilon: float, mechanism: Any) -> Budget:
+        """``epsilon`` per agent, spent as ``mechanism``'s releases compose: sequentially for a
+        pure-epsilon mechanism, by RDP at its delta for an (epsilon, delta) one (Gaussian)."""
+        delta = float(getattr(mechanism, "delta", 0.0) or 0.0)
+        return cls(epsilon, delta=delta, method="basic" if delta == 0.0 else "rdp")
+
 
 @dataclass(frozen=True)
 class SpentDetail:

@@ -54,7 +54,7 @@ from ldp_audit.cli.types import (
     show_progress,
 )
 from ldp_audit.config import add_arguments, from_args, given_config, option_name, options_named
-from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError, UserCodeError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, to_jsonable, write_artifact
 from ldp_audit.rundir.files import write_json_file
@@ -443,9 +443,12 @@ def attack_run_dir(
                 f"whose {name} attack takes no {key}"
             )
     kw = {k: v for k, v in kw.items() if k in takes}
+    what = f"system {system.name!r}: its attack {name!r}"
     with _running(args):
-        res = scorer(rd.path, seed=args.seed, confidence=args.confidence,
-                     progress=show_progress(args), **kw)  # fmt: skip
+        res = systems.call_user(scorer, what, rd.path, seed=args.seed, confidence=args.confidence,
+                                progress=show_progress(args), **kw)  # fmt: skip
+    if not all(hasattr(res, a) for a in ("violation", "to_dict", "summary")):
+        raise UserCodeError(f"{what} returned {type(res).__name__}, not an AttackResult")
     # an audit run beside the attack (FedRL's output mechanism): its violation counts, its
     # document is a named artefact of the run ("artefacts", written only without --out)
     extra = getattr(res, "extra", None) if isinstance(getattr(res, "extra", None), dict) else {}

@@ -143,19 +143,19 @@ def _ledger_check(run: RunData) -> dict[str, Any]:
     return {"ok": ok, "authenticated": auth, "words": words, "detail": res.to_dict()}
 
 
-def _implied_charges(run: RunData) -> tuple[Counter, dict[str, int]] | None:
+def _implied_charges(run: RunData) -> tuple[Counter, dict[str, int]] | str:
     """(charges the transcript's rows imply, the ledger's charges per id, every scope): the
     System contract's ``ledger_charges``, for a system whose report part gives no
-    ``releases``; None where the run or the system's code cannot give them (an interrupted
-    run without its transcript)."""
+    ``releases``; why not where the run or the system's code cannot give them (an interrupted
+    run without its transcript, a plug-in's ``charges`` that raises)."""
     from ldp_audit.rundir import RunDir
 
     try:
         rd = RunDir(run.path)
         implied = rd.system.ledger_charges(rd.transcript(), rd.train_config)
         return Counter({str(a): int(n) for a, n in implied.items() if n}), rd.ledger_charges()
-    except Exception:  # the system's own code: the report never crashes on it
-        return None
+    except Exception as exc:  # the system's own code: the report never crashes on it
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _ledger_section(
@@ -163,8 +163,10 @@ def _ledger_section(
     led: LedgerStats,
     top: int,
     releases: list[str] | None = None,
-    implied: tuple[Counter, dict[str, int]] | None = None,
+    implied: tuple[Counter, dict[str, int]] | str | None = None,
 ) -> dict[str, Any]:
+    failed = implied if isinstance(implied, str) else None  # said, never skipped in silence
+    implied = None if failed else implied
     # with the system's releases (the ledger id of every transcript row), or the charges its
     # transcript implies (``implied``), the ledger is checked against them; without, agents
     # come from the ledger alone
@@ -218,6 +220,7 @@ def _ledger_section(
         "uncharged_agents": len(uncharged),
         "uncharged_examples": uncharged[:5],
         "charges_compared": bool(compared),
+        **({"charges_not_compared": failed} if failed else {}),
         "undercharged_agents": len(under),
         "undercharged_examples": [  # empty unless compared (under is)
             f"{a} ({cc.get(a, 0)} charges for {tr_counts[a]} releases)" for a in under[:5]

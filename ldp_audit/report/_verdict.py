@@ -324,6 +324,11 @@ def report_verdict(
             f"reports than the ledger charged (e.g. {', '.join(led['undercharged_examples'])}): "
             "part of their spend is NOT accounted."
         )
+    elif led.get("charges_not_compared"):
+        not_verified.append(
+            "The ledger was not compared with the transcript's releases (the system's "
+            f"charges could not be read: {led['charges_not_compared']})."
+        )
     elif led.get("charges_compared") and not led["uncharged_agents"]:
         more = led.get("overcharged_agents") or 0
         verified.append(

@@ -321,14 +321,14 @@ class RunWriter:
 _UNFINISHED: weakref.WeakSet[RunWriter] = weakref.WeakSet()
 
 
-def finish_unfinished(status: str = "interrupted") -> list[Path]:
+def finish_unfinished(status: str = "interrupted", path: Path | None = None) -> list[Path]:
     """Finish every run this process started and did not finish with ``status`` (best effort);
     the CLI calls it on Ctrl-C / SIGTERM. A trainer marks its run interrupted in its own handler,
     but a signal before that handler is entered (while the ledger opens, or an engine compiles,
-    right after ``config.json``) left the folder with no manifest. Returns the runs it
-    finished."""
+    right after ``config.json``) left the folder with no manifest. ``path``: only the run there
+    (a plug-in trainer that raised). Returns the runs it finished."""
     done = []
-    for w in list(_UNFINISHED):
+    for w in [w for w in _UNFINISHED if path is None or w.path.resolve() == path.resolve()]:
         _UNFINISHED.discard(w)
         if (w.path / "config.json").is_file():  # not removed by its own failure path
             with contextlib.suppress(Exception):

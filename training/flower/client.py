@@ -199,13 +199,11 @@ def release_reply(
         raise InvalidParameterError("the train reply's arrays hold non-finite values")
     raw = x - g if settings.release == "update" else x
     settings.ledger.parent.mkdir(parents=True, exist_ok=True)
-    delta = float(getattr(settings.mechanism, "delta", 0.0) or 0.0)
     ledger = Ledger(str(settings.ledger))
     try:
-        # pure epsilon: sequential composition; (epsilon, delta) mechanisms (Gaussian): RDP
-        method = "basic" if delta == 0.0 else "rdp"
-        budget = Budget(settings.budget, delta=delta, method=method)
-        acc = Accountant(ledger=ledger, budget=budget)
+        acc = Accountant(
+            ledger=ledger, budget=Budget.for_mechanism(settings.budget, settings.mechanism)
+        )
         rel = release(  # durable charge first, then the mechanism (its clip), then the seal
             raw[None, :],
             mechanism=settings.mechanism,

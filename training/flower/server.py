@@ -236,6 +236,11 @@ def ldp_strategy_class() -> Any:
                         raise InvalidParameterError(
                             f"agent {agent} already replied in round {server_round}"
                         )
+                    made = rep.content["ldp-release"].get("server-round", 0)  # 0: none was sent
+                    if made not in (0, server_round):  # a reply of an earlier round, sent again
+                        raise InvalidParameterError(
+                            f"agent {agent}'s release is of round {made}, not {server_round}"
+                        )
                 except InvalidParameterError as exc:
                     self.recorder.reject(server_round, int(rep.metadata.src_node_id), str(exc))
                     continue
