@@ -305,6 +305,9 @@ def test_paper_row_lookup() -> None:
         "relative_auc": 0.862,
     }
     assert paper_row("laplace", float("inf"))["median_fst"] == 1769.0
+    # Table 3's eps = inf 1.0 is the reference's own area ratio: the Laplace (|B| = 1) column
+    assert paper_row("laplace", float("inf"))["relative_auc"] == 1.0
+    assert paper_row("prs", float("inf")) is None
     assert paper_row("laplace", 3.0) is None and paper_row("gaussian", 1.0) is None
 
 
