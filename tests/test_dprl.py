@@ -254,6 +254,19 @@ def test_non_private_reinforce_learns() -> None:
     assert res.privacy["epsilon"] == math.inf
 
 
+def test_dqn_env_steps_count_transitions_not_autoresets() -> None:
+    """DQN's ``env_steps`` is the transitions the agent acted in, as REINFORCE's: Gymnasium's
+    vector env spends the step after an episode's end on the reset (no transition), so the
+    total_steps vector steps are the transitions plus one per ended episode (but the last, if it
+    ended on the final step). It was total_steps, over by one per episode (about 10% for a
+    collapsed DP-SGD policy of 11-step episodes)."""
+    kw = {**TINY_DQN, "privacy": "none", "total_steps": 160}
+    res = train(DprlConfig(**kw), seed=3)
+    assert len(res.returns) >= 3  # random play: about 22 steps an episode
+    assert res.env_steps + len(res.returns) in (160, 161)
+    assert res.env_steps >= sum(res.returns)  # CartPole pays 1 per transition
+
+
 def test_convergence_episode() -> None:
     assert convergence_episode([500.0] * 25) == 25
     # window ending at episode 34 holds one 10 and 24 x 500: mean 480.4 >= 475

@@ -271,6 +271,21 @@ def test_learning_metrics_fst_and_paper(run: Path) -> None:
     assert learn["paper"] == {"median_fst": 5714.5, "success_ratio": 1.0, "relative_auc": 0.909}
 
 
+def test_non_private_run_is_set_beside_the_papers_eps_inf_column(tmp_path: Path) -> None:
+    """A `train pgc-a3c --mechanism none` run records {"name": "no_privacy"} and no epsilon: its
+    report showed "n/a" for every paper number; it is the paper's non-private A3C (eps = inf)."""
+    run = make_run(tmp_path / "r")
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["mechanism"] = {"name": "no_privacy"}
+    (run / "config.json").write_text(json.dumps(cfg))
+    learn = _section(build_report(run, ledger=ledger_for(run), figures=False).model, "learning")
+    assert learn["data"]["paper"] == {
+        "median_fst": 1769.0,
+        "success_ratio": 1.0,
+        "relative_auc": 1.0,
+    }
+
+
 def test_success_ratio_beside_the_paper_carries_its_interval(tmp_path: Path) -> None:
     """The demo page set "success ratio 0" (1 trial) beside the paper's 1 (20 trials) with no
     interval; `train pgc-a3c` prints the same ratio with its 95% Wilson interval (session 51)."""
@@ -310,6 +325,9 @@ def test_paper_row_lookup() -> None:
         "relative_auc": 0.862,
     }
     assert paper_row("laplace", float("inf"))["median_fst"] == 1769.0
+    # Table 3's eps = inf 1.0 is the reference's own area ratio: the Laplace (|B| = 1) column
+    assert paper_row("laplace", float("inf"))["relative_auc"] == 1.0
+    assert paper_row("prs", float("inf")) is None
     assert paper_row("laplace", 3.0) is None and paper_row("gaussian", 1.0) is None
 
 

@@ -236,6 +236,31 @@ def test_tiny_real_reproduction_is_seeded(tmp_path):
     assert (tmp_path / "figure2.png").stat().st_size > 1000
 
 
+def test_table3_paper_one_is_the_reference_itself():
+    """The paper's Table 3 eps = inf 1.0 (printed in the PRS row) is the non-private curve over
+    itself: it is compared with our reference (Laplace eps = inf, |B| = 1), whose relative AUC is
+    1 exactly (no bootstrap interval), never with the non-private |B| = 100 run."""
+    # the reference's interval as an older results.json has it (two samples resampled)
+    ref = {"mechanism": "laplace", "epsilon": "inf", "relative_auc": 1.0}
+    ref["relative_auc_ci"] = [0.43, 2.39]
+    res = {
+        "reference": "laplace-epsinf-B1",
+        "settings": {
+            "laplace-epsinf-B1": ref,
+            "prs-epsinf-B100": {
+                **ref,
+                "mechanism": "prs",
+                "relative_auc": 0.0,
+                "relative_auc_ci": [0.0, 0.0],
+            },
+        },
+    }
+    cmp = {(c["setting"], c["measure"]): c for c in reproduce_report.comparison(res)}
+    assert set(cmp) == {("laplace-epsinf-B1", "relative_auc")}
+    assert cmp["laplace-epsinf-B1", "relative_auc"]["ci"] == [1.0, 1.0]
+    assert cmp["laplace-epsinf-B1", "relative_auc"]["paper_vs_ci"] == "inside"
+
+
 def test_comparison_reads_inf_endpoints():
     never = "inf"
     res = {

@@ -332,7 +332,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     b_act = np.zeros(cap, dtype=np.int64)
     b_rew = np.zeros(cap, dtype=np.float32)
     b_term = np.zeros(cap, dtype=np.float32)
-    pos = size = 0
+    pos = size = transitions = 0  # transitions: env steps the agent acted in (not resets)
 
     returns: list[float] = []
     ep_ret = np.zeros(N)
@@ -347,7 +347,6 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     vec_steps = -(-cfg.total_steps // N)
     first_update = -(-cfg.learning_starts // N)
     bar = tqdm(total=vec_steps, desc="dprl dqn", disable=not progress, leave=False)
-    step = -1
     try:  # Ctrl-C: stop, keep what was released so far (train() writes it)
         for step in range(vec_steps):
             global_step = step * N
@@ -373,6 +372,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                 b_rew[pos], b_term[pos] = rew[i], float(term[i])
                 pos, size = (pos + 1) % cap, min(size + 1, cap)
                 ep_ret[i] += rew[i]
+                transitions += 1
             done = (term | trunc) & ~prev_done
             for i in np.flatnonzero(done):
                 returns.append(float(ep_ret[i]))
@@ -430,7 +430,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     bar.close()
     envs.close()
     return collect_result(cfg, seed, returns, dp, obs_release, canaries, q_net, initial,
-                   min(cfg.total_steps, (step + 1) * N), t0, stopped)  # fmt: skip
+                   transitions, t0, stopped)  # fmt: skip
 
 
 def collect_result(

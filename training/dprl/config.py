@@ -148,7 +148,9 @@ class DprlConfig:
     """Parallel environments (REINFORCE: episodes per update; none: 8 for REINFORCE, 1 for
     DQN)."""
     total_steps: int = field(default=30_000, metadata=bounds(minimum=1))
-    """DQN environment steps."""
+    """DQN vector-env steps (the schedule's clock): Gymnasium's vector env resets an ended
+    episode on the next step, which stores no transition, so an episode of T steps uses T + 1
+    (metrics.json ``env_steps`` counts the transitions only)."""
     buffer_size: int = field(default=10_000, metadata=bounds(minimum=1))
     """DQN replay buffer (transitions)."""
     batch_size: int = field(default=128, metadata=bounds(minimum=1))

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.mechanisms.no_privacy import NoPrivacy
 from ldp_audit.report.markdown import count_noun as noun
 from ldp_audit.report.plugin import missing_files, section
 from ldp_audit.rundir import RunDir
@@ -202,7 +203,8 @@ def learning_model(run: PgcRun) -> dict[str, Any]:
             }
         )
     mech = run.config["mechanism"]
-    eps = json_real(mech.get("epsilon"))
+    # the non-private baseline's config names no epsilon: it is inf (the paper's eps = inf column)
+    eps = json_real(mech.get("epsilon", "inf" if mech.get("name") == NoPrivacy.name else None))
     paper = paper_row(str(mech["name"]), eps) if eps is not None else None
     return {
         "status": "run",
