@@ -324,7 +324,7 @@ def _noise_tests(
     tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=quarter, names=names)
     shape = noise_shape_test(tr["noise_sketch"], groups, sigma=sigma, confidence=quarter,
                              names=names, grain=tr.get("noise_grain"),
-                             unit=float(claim["max_grad_norm"]))  # fmt: skip
+                             unit=(float(claim["max_grad_norm"]), 1.0 / sigma))  # fmt: skip
     tn = _joined(tn, shape, 1.0 - half, p_size=tn["p_value"], shape=shape)
     # the independence test's residual half split over four: pairs, coordinates, offsets, shifts
     eighth = 1.0 - (1.0 - conf) / 8.0
