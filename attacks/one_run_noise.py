@@ -235,7 +235,7 @@ def noise_shape_test(
     confidence: float = 0.95,
     names: list[str] | None = None,
     grain: Any = None,
-    unit: float = 1.0,
+    unit: Any = 1.0,
 ) -> dict[str, Any]:
     """Released noise whose distribution is not the claimed ``N(0, sigma^2)``.
 
@@ -250,7 +250,9 @@ def noise_shape_test(
     With ``grain`` (a bound on each value's rounding grain, the recorder's ``noise_grain``), a
     tenth of the level goes to a precision test of the noise in the units it was drawn in (the
     sketch times ``unit``, the clip norm ``C`` of a residual in units of ``C``; the grain
-    likewise): noise rounded to ``b`` significant bits
+    likewise; a tuple of units tests each, Bonferroni: ``(C, 1 / sigma)`` reads both noise
+    ``N(0, (sigma C)^2)`` rounded and a standard normal rounded, then scaled by ``sigma C``):
+    noise rounded to ``b`` significant bits
     (``PRECISION_BITS``: bfloat16 or float16 before it is added) lies on the grid of ``b``-bit
     floats. A value ``v`` in ``[2^(e-1), 2^e)`` is on it when ``v / 2^(e-b)`` is an integer;
     ``delta`` is its distance to the nearest one. Only values whose grain is at most 1/64 of the
@@ -297,36 +299,40 @@ def noise_shape_test(
         best = p if best is None else min(best, p)
     res = {"level": level, "families": out}
     if grain is not None:
-        unit = check_real_in(unit, "unit", lo=0.0, lo_open=True)
-        res["precision"] = _precision(z * unit, np.asarray(grain, dtype=np.float64) * unit, fams,
-                                      level / 10)  # fmt: skip
+        units = [check_real_in(u, "unit", lo=0.0, lo_open=True) for u in np.atleast_1d(unit)]
+        res["precision"] = _precision(z, np.asarray(grain, dtype=np.float64), fams, level / 10,
+                                      units)  # fmt: skip
         p = res["precision"]["p_value"]
         best = p if best is None else best if p is None else min(best, p)
     return {**res, "rejected": bool(best is not None and best <= level), "p_value": best}
 
 
-def _precision(z: np.ndarray, grain: np.ndarray, fams: list, level: float) -> dict[str, Any]:
+def _precision(z: np.ndarray, grain: np.ndarray, fams: list, level: float,
+               units: list[float]) -> dict[str, Any]:  # fmt: skip
     """The precision part of :func:`noise_shape_test` at ``level`` (a tenth of the shape
-    test's): per family and bits, the values read, those within the window and the p-value
-    (Bonferroni-adjusted over the families and bits and scaled to the whole shape level)."""
+    test's): per unit, family and bits, the values read, those within the window and the
+    p-value (Bonferroni-adjusted over the units, families and bits and scaled to the whole
+    shape level)."""
     from scipy.stats import binom
 
     if grain.shape != z.shape:
         raise InvalidParameterError(f"grain must be {z.shape} like the sketch, got {grain.shape}")
     w = PRECISION_WINDOW
     p0 = 2.0 * (2.0 * w + 1.0 / 64)
-    n_tests = len(fams) * len(PRECISION_BITS)
-    m, e = np.frexp(np.where(np.isfinite(z), z, 0.0))
+    n_tests = len(units) * len(fams) * len(PRECISION_BITS)
     rows, best = [], None
-    for b in PRECISION_BITS:
-        u = np.abs(m) * 2.0**b
-        on = np.abs(u - np.round(u)) < w
-        ok = (m != 0) & np.isfinite(grain) & (grain * 64 <= np.ldexp(1.0, e - b))
-        for name, sel in fams:
-            n, k = int(ok[:, sel].sum()), int((on & ok)[:, sel].sum())
-            p = min(1.0, 10.0 * n_tests * float(binom.sf(k - 1, n, p0))) if n else None
-            rows.append({"name": name, "bits": b, "values": n, "on_grid": k, "p_value": p})
-            best = p if best is None or (p is not None and p < best) else best
+    for unit in units:
+        m, e = np.frexp(np.where(np.isfinite(z), z * unit, 0.0))
+        for b in PRECISION_BITS:
+            u = np.abs(m) * 2.0**b
+            on = np.abs(u - np.round(u)) < w
+            ok = (m != 0) & np.isfinite(grain) & (grain * unit * 64 <= np.ldexp(1.0, e - b))
+            for name, sel in fams:
+                n, k = int(ok[:, sel].sum()), int((on & ok)[:, sel].sum())
+                p = min(1.0, 10.0 * n_tests * float(binom.sf(k - 1, n, p0))) if n else None
+                rows.append({"name": name, "unit": unit, "bits": b, "values": n, "on_grid": k,
+                             "p_value": p})  # fmt: skip
+                best = p if best is None or (p is not None and p < best) else best
     rejected = bool(best is not None and best <= 10 * level)
     return {"p_value": best, "level": level, "null_rate": p0, "window": w,
             "rejected": rejected, "families": rows}  # fmt: skip

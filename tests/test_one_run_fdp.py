@@ -125,6 +125,18 @@ def test_full_batch_contribution_flags_clipping_bugs(kappa: float, side: str) ->
     assert r["rejected"] and r[side] < 1e-4
 
 
+def test_full_batch_contribution_sees_a_clipping_changed_on_some_updates_only() -> None:
+    """Session 54: the windows at q = 1 too (train dprl's REINFORCE). A canary counted 1.8 C on
+    updates 10-19 of 40 (300 canaries, seed 1): the whole run's tail 0.044 is above the
+    level's share (read consistent before), the window 10-20's p 4.2e-12."""
+    ya, inc = _updates(40, 300, sigma=3.0, kappa=1.0, rate=1.0, data=1.0, seed=1)
+    yb, _ = _updates(40, 300, sigma=3.0, kappa=1.8, rate=1.0, data=1.0, seed=1)
+    ya[10:20] = yb[10:20]
+    r = _full(ya, inc, 1, confidence=1 - 0.05 / 6)
+    assert min(r["p_excess"], r["p_deficit"]) > 0.05 / 6, r
+    assert r["rejected"] and r["p_windows"] < 1e-8 and r["window"] == (10, 20), r
+
+
 def test_full_batch_contribution_needs_both_classes_and_refuses_bad_input() -> None:
     y, inc = _updates(5, 20, sigma=1.0, kappa=1.0, rate=1.0, data=0.0, seed=0)
     r = _full(y, np.ones(20, dtype=bool), 1)  # no canary left out: nothing to compare

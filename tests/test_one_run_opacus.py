@@ -24,9 +24,11 @@ MAX_REJECT = int(binom.isf(1e-6, GAMES, LEVEL))
 
 
 def _game(rng: np.random.Generator, *, T: int = 30, m: int = 40, q: float = 0.2, n: int = 3,
-          c: float = 1.0, reuse: bool = False, adversary: str = "follow") -> dict:  # fmt: skip
-    """One DP-SGD run on the canary subspace: included canaries join at rate q and add c; the
-    data (n samples of norm <= 1 each) choose their direction adaptively from the past."""
+          c: object = 1.0, reuse: bool = False, adversary: str = "follow") -> dict:  # fmt: skip
+    """One DP-SGD run on the canary subspace: included canaries join at rate q and add c (one
+    value, or one per update); the data (n samples of norm <= 1 each) choose their direction
+    adaptively from the past."""
+    c = np.broadcast_to(np.asarray(c, dtype=np.float64), (T,))
     inc = rng.random(m) < 0.5
     y = np.zeros((T, m))
     joins = np.zeros((T, m), dtype=bool)
@@ -39,7 +41,7 @@ def _game(rng: np.random.Generator, *, T: int = 30, m: int = 40, q: float = 0.2,
         j = inc & (rng.random(m) < q)
         if not (reuse and t % 2 == 1):
             z = rng.standard_normal(m)
-        y[t] = c * j + d + z
+        y[t] = c[t] * j + d + z
         joins[t] = j
     return {"y": y, "joins": joins, "inc": inc, "n": np.full(T, n)}
 
@@ -78,6 +80,22 @@ def test_each_bug_is_seen_by_its_test() -> None:
         g = _game(rng, T=80, m=400, c=c, n=2)
         r = contribution_test(g["y"], g["joins"], g["inc"], g["n"], sigma=1.0, sample_rate=0.2)
         assert r["rejected"] and r[side] < 1e-3, r
+
+
+def test_contribution_test_sees_a_clipping_changed_on_some_updates_only() -> None:
+    """Session 54's probe: clipping at 2 C on 20 of 75 updates read consistent (contribution
+    1.2-1.3 over the whole run, p 0.02-0.17 at the level 0.0083). Here c = 2.5 on updates 20-29
+    of 80 (seed 6): the whole run's tails alone stay above the level (smallest 0.021, read
+    consistent before), the window 20-30 is far below it (the dyadic windows are each the
+    exact test on a fixed slice: the soundness test above runs them, T 30 has halves)."""
+    rng = np.random.default_rng(6)
+    c = np.where((np.arange(80) >= 20) & (np.arange(80) < 30), 2.5, 1.0)
+    g = _game(rng, T=80, m=100, n=3, c=c)
+    r = contribution_test(g["y"], g["joins"], g["inc"], g["n"], sigma=1.0, sample_rate=0.2,
+                          confidence=1 - 0.05 / 6)  # fmt: skip
+    assert min(r["p_excess"], r["p_deficit"]) > 0.05 / 6, r
+    assert r["rejected"] and r["p_windows"] < 1e-10 and r["window"] == (20, 30), r
+    assert r["window_contribution"] > 2.0, r
 
 
 def test_sampling_test_sound_on_poisson_and_flags_fixed_batches() -> None:

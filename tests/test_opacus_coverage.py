@@ -936,7 +936,10 @@ def test_precision_test_holds_its_level_and_sees_rounded_noise() -> None:
     precision part is conservative, its null rate twice the bound). Noise rounded to bfloat16
     or float16 is flagged every time (3,624 values within 1/32 of a grid step, p about 0.16^n),
     also when only the 2-entry tensor's noise is rounded; a float16 model noised in float16
-    shows its values on the grid."""
+    shows its values on the grid. Session 54's probe: a standard normal rounded to float16,
+    then scaled by sigma C (``torch.randn(..., dtype=float16) * std``) lies on no grid in
+    gradient units (0 of 2 probe runs flagged); the units ``(C, 1 / sigma)`` read it, and the
+    level check above runs with both."""
     import torch
     from scipy.stats import binom
 
@@ -944,7 +947,7 @@ def test_precision_test_holds_its_level_and_sees_rounded_noise() -> None:
     kw = {"clip": 0.7, "batch": 13.0}
 
     def shape(z: np.ndarray, grain: np.ndarray, g: np.ndarray, conf: float = 0.95) -> dict:
-        return noise_shape_test(z, g, sigma=2.0, confidence=conf, grain=grain, unit=0.7)
+        return noise_shape_test(z, g, sigma=2.0, confidence=conf, grain=grain, unit=(0.7, 0.5))
 
     rej = sum(shape(*_recorded_noise(rng, lambda n: n, **kw), conf=0.9)["rejected"]
               for _ in range(200))  # fmt: skip
@@ -965,6 +968,12 @@ def test_precision_test_holds_its_level_and_sees_rounded_noise() -> None:
     z, grain, g = _recorded_noise(rng, lambda n: n, dtype=torch.float16, **kw)
     fam = shape(z, grain, g)["precision"]["families"][3]
     assert fam["bits"] == 11 and fam["values"] == fam["on_grid"] > 0, fam
+    # a standard normal rounded to float16, then times the std 2 x 0.7 (session 54's probe)
+    z, grain, g = _recorded_noise(rng, lambda n: (n / 1.4).half().float() * 1.4, **kw)
+    r = noise_shape_test(z, g, sigma=2.0, grain=grain, unit=0.7)
+    assert r["precision"]["p_value"] > 1e-3  # gradient units alone cannot see it
+    r = shape(z, grain, g)
+    assert r["rejected"] and r["precision"]["p_value"] < 1e-100
     with pytest.raises(InvalidParameterError, match="grain"):
         noise_shape_test(z, g, sigma=2.0, grain=grain[:3])
 

@@ -260,9 +260,12 @@ def _witness(tests: dict[str, dict | None]) -> None:
             (p(i, "p_projection") <= i.get("level", 0.0) / 2, "the canary projections "
              "change less between two updates than fresh noise allows", {}),
         ],
-        "contribution": [(True, "a joining canary contributed {contribution:.3g} C (sd "
-                          "{contribution_sd:.2g}) along its direction; the claim: 1 C", con)
-                         for con in [tests.get("contribution") or {}] if "contribution" in con],
+        "contribution": [x for con in [tests.get("contribution") or {}] if "contribution" in con
+                         for x in [(True, "a joining canary contributed {contribution:.3g} C (sd "
+                                   "{contribution_sd:.2g}) along its direction; the claim: 1 C",
+                                   con),
+                                   (p(con, "p_windows") <= con["level"] / 3, "over updates "
+                                   "{window[0]}-{window[1]}: {window_contribution:.3g} C", con)]],
         "sampling": [x for sm in [tests.get("sampling") or {}] if "mean_batch" in sm for x in [
             (True, "mean batch {mean_batch:.4g} (the claim {expected_batch:.4g}), dispersion "
              "{dispersion_ratio:.3g} times Bin(N, q)'s", sm),
@@ -324,7 +327,7 @@ def _noise_tests(
     tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=quarter, names=names)
     shape = noise_shape_test(tr["noise_sketch"], groups, sigma=sigma, confidence=quarter,
                              names=names, grain=tr.get("noise_grain"),
-                             unit=float(claim["max_grad_norm"]))  # fmt: skip
+                             unit=(float(claim["max_grad_norm"]), 1.0 / sigma))  # fmt: skip
     tn = _joined(tn, shape, 1.0 - half, p_size=tn["p_value"], shape=shape)
     # the independence test's residual half split over four: pairs, coordinates, offsets, shifts
     eighth = 1.0 - (1.0 - conf) / 8.0
