@@ -50,16 +50,36 @@ def _ledger_key(tmp_path_factory):
 @pytest.fixture(scope="session")
 def flower_runs(request, tmp_path_factory):
     """The Flower runs of tests/flower_runs.py whose tests are selected, started when the first
-    test that needs one starts (two at a time, in background threads); name -> Future."""
+    test that needs one starts (two at a time, in background threads); name -> Future.
+
+    Each run happens once per test session: a pytest-xdist worker runs it under a file lock in
+    the session's shared folder and leaves its result there (pickled), and the other worker,
+    whose tests of the same files need it too (``--dist load`` splits files), waits for the lock
+    and reads it. Each worker started every run before (session 54: 8 Flower runs for 4)."""
+    import pickle
     from concurrent.futures import ThreadPoolExecutor
+
+    from filelock import FileLock
 
     pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
     from tests.flower_runs import RUNS
 
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # popen-gwN: the session's folder is its parent
+        shared = shared.parent
+
+    def once(name, run):
+        done = shared / f"flower-run-{name}.pickle"
+        with FileLock(str(shared / f"flower-run-{name}.lock")):
+            if not done.exists():
+                result = run(tmp_path_factory.mktemp(name))
+                done.write_bytes(pickle.dumps(result))
+            return pickle.loads(done.read_bytes())
+
     selected = {item.name for item in request.session.items}
     with ThreadPoolExecutor(2) as pool:
         yield {
-            name: pool.submit(run, tmp_path_factory.mktemp(name))
+            name: pool.submit(once, name, run)
             for name, (tests, run) in RUNS.items()
             if selected.intersection(tests)
         }

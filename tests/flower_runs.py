@@ -85,6 +85,42 @@ def status_run(base: Path, fail: bool) -> tuple[int, str]:
     return code, (base / "log").read_text()
 
 
+def sigterm_run(base: Path, app: str, args: list[str]) -> tuple[int, str, list[str], list[str]]:
+    """test_flower.py's SIGTERM test: ``python -m ldp_audit.training.flower.APP`` signalled once
+    its run's config.json appears (the ServerApp runs: its SuperLink is up); its exit status,
+    stderr, the ``ldp-flwr-*`` folders left in its TMPDIR, and the processes still running with
+    that TMPDIR in their command line."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tmp, out = base / "tmp", base / "r"
+    tmp.mkdir()
+    argv = [sys.executable, "-m", f"ldp_audit.training.flower.{app}", "--out", str(out),
+            *args, "--rounds", "50"]  # fmt: skip
+    p = subprocess.Popen(argv, env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (out / "config.json").exists():
+        if p.poll() is not None or time.monotonic() > deadline:
+            p.kill()
+            _, err = p.communicate()
+            raise AssertionError(f"{app} ended or hung before its run started: {err[-2000:]}")
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    found = []
+    for f in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(tmp).encode() in f.read_bytes():
+                found.append(f.parent.name)
+        except OSError:
+            continue  # ended meanwhile
+    return p.returncode, err, [x.name for x in tmp.glob("ldp-flwr-*")], found
+
+
 #: name -> (the tests that read it, its run: a folder -> what the tests read)
 RUNS: dict[str, tuple[tuple[str, ...], Callable[[Path], Any]]] = {
     "pgc-main": (
@@ -104,6 +140,10 @@ RUNS: dict[str, tuple[tuple[str, ...], Callable[[Path], Any]]] = {
     "deployment": (
         ("test_superlink_supernodes_on_loopback",),
         lambda base: (base, _deployment(base)),
+    ),
+    "sigterm-pgc": (
+        ("test_sigterm_stops_the_superlink_it_started[pgc_app-args0]",),
+        lambda base: sigterm_run(base, "pgc_app", ["--gravities", "9.7,9.9"]),
     ),
     "status-raised": (
         ("test_flwr_run_returns_nonzero_when_the_server_app_raised[True-1]",),

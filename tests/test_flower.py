@@ -321,42 +321,20 @@ def test_module_cli_usage_errors(tmp_path, capsys):
     # the same run_command / run_app_project path as pgc_app's: 11 s, so under `slow`
     pytest.param("digits", ["--clients", "2"], marks=pytest.mark.slow),
 ])  # fmt: skip
-def test_sigterm_stops_the_superlink_it_started(tmp_path, app, args):
+def test_sigterm_stops_the_superlink_it_started(request, tmp_path, app, args):
     """SIGTERM to `python -m ldp_audit.training.flower.pgc_app` (or `.digits`) killed it by the
     signal (status -15, no line) and left the flower-superlink it had started (in its own
     session) running, with its temporary folder: found by signalling it once the run's
     config.json appeared. Now it unwinds like Ctrl-C: exit 143 with one line, the SuperLink
-    stopped, its folder removed."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
+    stopped, its folder removed. (pgc_app's run is tests/flower_runs.py's "sigterm-pgc",
+    started ahead with the file's other Flower runs: it waited 20-30 s here.)"""
+    from tests.flower_runs import sigterm_run
 
-    tmp, out = tmp_path / "tmp", tmp_path / "r"
-    tmp.mkdir()
-    argv = [sys.executable, "-m", f"ldp_audit.training.flower.{app}", "--out", str(out),
-            *args, "--rounds", "50"]  # fmt: skip
-    p = subprocess.Popen(argv, env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 300
-    while not (out / "config.json").exists():  # the ServerApp runs: the SuperLink is up
-        assert p.poll() is None and time.monotonic() < deadline, p.communicate()
-        time.sleep(0.05)
-    p.send_signal(signal.SIGTERM)
-    _, err = p.communicate(timeout=120)
-    assert p.returncode == 143 and f"flower.{app}: terminated" in err, (p.returncode, err)
-    assert not list(tmp.glob("ldp-flwr-*"))
-
-    def ours() -> list[str]:  # processes started with our temporary folder in their command
-        found = []
-        for f in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                if str(tmp).encode() in f.read_bytes():
-                    found.append(f.parent.name)
-            except OSError:
-                continue  # ended meanwhile
-        return found
-
-    assert not ours()
+    if app == "pgc_app":
+        code, err, folders, processes = request.getfixturevalue("flower_runs")[
+            "sigterm-pgc"
+        ].result()
+    else:
+        code, err, folders, processes = sigterm_run(tmp_path, app, args)
+    assert code == 143 and f"flower.{app}: terminated" in err, (code, err)
+    assert not folders and not processes, (folders, processes)
