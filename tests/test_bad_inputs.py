@@ -907,3 +907,20 @@ def test_a_sweep_that_fails_leaves_no_out_folder(
     code, _, err = run_cli([*argv, "--out", str(out)], capsys)
     assert code == 2 and "Traceback" not in err, err
     assert not out.exists()
+
+
+def test_a_subnormal_where_zero_is_excluded_is_refused_by_name() -> None:
+    """Session 54 probe: ``train opacus --delta 5e-324`` (and ``--set delta=5e-324``) ran: the
+    generated options and the API read (0, 1) with ``check_real_in``, which let a subnormal
+    through where the CLI's own converters refuse one (``parse.real_in``); the run then printed
+    "prv unavailable: float division by zero". Now every open-at-0 check refuses it by name."""
+    from ldp_audit.opacus.system import OpacusRunConfig
+    from ldp_audit.validation import check_positive, check_real_in
+
+    for v in (5e-324, 1e-310, np.float64(2e-308)):
+        with pytest.raises(InvalidParameterError, match=r"delta must be >= 2\.2250\de-308"):
+            OpacusRunConfig(delta=v)
+        with pytest.raises(InvalidParameterError, match="scale .*normal double"):
+            check_positive(v, "scale")
+    assert check_real_in(2.2250738585072014e-308, "x", lo=0.0, lo_open=True) > 0  # the least
+    assert check_real_in(5e-324, "x", lo=0.0, lo_open=False) == 5e-324  # closed at 0: allowed
