@@ -924,3 +924,23 @@ def test_a_subnormal_where_zero_is_excluded_is_refused_by_name() -> None:
             check_positive(v, "scale")
     assert check_real_in(2.2250738585072014e-308, "x", lo=0.0, lo_open=True) > 0  # the least
     assert check_real_in(5e-324, "x", lo=0.0, lo_open=False) == 5e-324  # closed at 0: allowed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "--mechanism", "laplace", "--epsilon", "1", "--out", "a\nb"],
+        ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", "--epsilon", "1\n"],
+        ["attack", "dynamics", "--agents", "3\r\x1b[2Kldp-audit: ok"],
+    ],
+    ids=["unknown-option", "repeated-option", "bad-int"],
+)
+def test_a_parser_error_with_control_characters_stays_one_line(
+    argv: list[str], sentinel_parser: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Session 54 probe: argparse quotes some values raw ("unrecognized arguments: --out a",
+    then "b (see ...)" on a line of its own; a repeated option's values), so a newline, a
+    carriage return or an escape sequence in a value split or rewrote the one error line. Now
+    they are escaped."""
+    last = assert_input_error(argv, capsys)
+    assert not any(c in last for c in "\r\x1b\x00")
