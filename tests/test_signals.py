@@ -463,7 +463,7 @@ _SLOW_LIBRARY_IMPORT = textwrap.dedent(
         "try:\\n"  # module-level code of a library, as torch's C++ init calling back into Python
         f"    while not os.path.exists({trace!r}):\\n"
         "        time.sleep(0.01)\\n"
-        "    time.sleep(0.2)\\n"  # the signal is handled here, still inside the import
+        f"    time.sleep({float(sys.argv[3])})\\n"  # the signal is handled here, in the import
         "except BaseException as exc:\\n"
         "    print('raised inside the import:', type(exc).__name__, file=sys.stderr)\\n"
         "    raise\\n"
@@ -482,21 +482,25 @@ _SLOW_LIBRARY_IMPORT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    "sig, code, after", [(signal.SIGINT, 130, 0.2), (signal.SIGTERM, 143, 0.2), (2, 130, 1.5)]
+)
 def test_a_signal_inside_a_library_import_is_raised_after_it(
-    tmp_path: Path, sig: int, code: int
+    tmp_path: Path, sig: int, code: int, after: float
 ) -> None:
     """Session 51 probe: 3 of 40 ``train fedrl`` runs signalled once, 0.3-4 s after config.json,
     ended by SIGABRT, no manifest, no line: the trainer imports torch there, and the
     KeyboardInterrupt raised in a Python callback of torch's C++ init ("terminate called after
     throwing an instance of 'pybind11::error_already_set'", torch/distributed/__init__.py).
     Now a signal inside an installed library's import is held until the import has returned,
-    then raised: the one line and 130 / 143, nothing raised inside the import."""
+    then raised: the one line and 130 / 143, nothing raised inside the import. Session 54: an
+    import going on 1.5 s after the signal (numba's, at load 15-20) met the 1 s forced exit;
+    the forced exit now waits for a held signal (at most 10 s)."""
     lib = tmp_path / "site-packages"
     lib.mkdir()
     marker, trace = tmp_path / "importing", tmp_path / "trace"
     p = subprocess.Popen(
-        [sys.executable, "-c", _SLOW_LIBRARY_IMPORT, str(lib), str(marker)],
+        [sys.executable, "-c", _SLOW_LIBRARY_IMPORT, str(lib), str(marker), str(after)],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "LDP_AUDIT_SIGNAL_TRACE": str(trace)},
@@ -509,7 +513,7 @@ def test_a_signal_inside_a_library_import_is_raised_after_it(
     assert rc == code and "Traceback" not in err, (rc, err)
     word = "interrupted" if sig == signal.SIGINT else "terminated"
     assert err.strip().splitlines()[-1].startswith(f"ldp-audit: {word}"), err
-    assert dt <= LIMIT_S, dt
+    assert dt <= after + LIMIT_S, dt
 
 
 _LIBRARIES_AT_THE_RUN_FOLDER = """

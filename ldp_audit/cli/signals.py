@@ -13,8 +13,11 @@ while the main thread is inside compiled code (every kernel here releases the GI
 processes and ends it with ``os._exit`` and the documented code (130 / 143). What was written is
 still consistent (files are written atomically; the ledger is SQLite, tested against SIGKILL),
 but a run being written keeps ``"status": "running"`` instead of ``"interrupted"``: the same
-state as after SIGKILL, which every reader already treats as incomplete. A second signal of the
-same kind ends the process at once.
+state as after SIGKILL, which every reader already treats as incomplete. So the forced exit
+waits (at most ``CLOSING_LIMIT_S`` after the signal) while a run is being closed as interrupted
+(:func:`closing`) or the signal is held inside a library's import (:meth:`SignalWatchdog.defer`),
+and work that Python's handler cannot reach is told at once (:func:`on_signal`). A second
+signal of the same kind ends the process at once.
 
 "Within 2 s" counts from delivery: a process inside an uninterruptible system call (an fsync of
 the ledger on a busy disk) gets the signal only when the call returns. ``LDP_AUDIT_SIGNAL_TRACE``
@@ -62,7 +65,10 @@ _CLOSING = [0]  # how many closing() blocks are open
 def closing() -> Iterator[None]:
     """The command is writing what a signal left: a run folder being closed as "interrupted"
     (its transcript, its manifest). The forced exit waits for it (then one grace more for the
-    process to end) up to ``CLOSING_LIMIT_S`` after the signal, so the run ends "interrupted",
+    process to end) up to ``CLOSING_LIMIT_S`` after the signal, as it waits for a signal held
+    inside a library's import (:meth:`SignalWatchdog.defer`: numba's, while ``train pgc-a3c``
+    loads its kernels, 0.8-2.3 s after config.json at load 15-20 ended 2 of 9 runs "running",
+    session 54), so the run ends "interrupted",
     not "running": these writes fsync each file, seconds on a loaded disk (``train pgc-a3c``
     at load 13 ran its handler 0.96 s after the signal, session 54). A second signal still
     ends the process at once."""
@@ -227,8 +233,11 @@ class SignalWatchdog:
     def _later(self, signum: int) -> None:
         t0 = time.monotonic()
         time.sleep(self.grace)
-        if _CLOSING[0]:  # a run being closed as interrupted: let it finish (bounded)
-            while _CLOSING[0] and time.monotonic() - t0 < CLOSING_LIMIT_S:
+        # a run being closed as interrupted, or the signal held inside a library's import
+        # (raised when it returns, then the run is closed): let it finish (bounded)
+        busy = lambda: _CLOSING[0] or self._deferred is not None  # noqa: E731
+        if busy():
+            while busy() and time.monotonic() - t0 < CLOSING_LIMIT_S:
                 time.sleep(0.01)
             time.sleep(min(self.grace, max(0.0, t0 + CLOSING_LIMIT_S - time.monotonic())))
         self._force(signum, f"the command did not stop within {time.monotonic() - t0:.3g} s")
