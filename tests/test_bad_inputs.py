@@ -944,3 +944,21 @@ def test_a_parser_error_with_control_characters_stays_one_line(
     they are escaped."""
     last = assert_input_error(argv, capsys)
     assert not any(c in last for c in "\r\x1b\x00")
+
+
+def test_a_bad_key_file_is_refused_naming_the_variable_that_chose_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 54 probe: ``LDP_AUDIT_KEY_FILE`` pointing at a 0644 file or a folder was refused
+    naming only "the ledger key file" and its path; the error now names the variable and its
+    value first."""
+    from ldp_audit.accountant.keys import KeyFileError, load_key
+
+    loose = tmp_path / "key"
+    loose.write_text("ab" * 32 + "\n")
+    loose.chmod(0o644)
+    for target in (loose, tmp_path):
+        monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(target))
+        monkeypatch.delenv("LDP_AUDIT_KEY", raising=False)
+        with pytest.raises(KeyFileError, match=f"^LDP_AUDIT_KEY_FILE={str(target)!r}: the"):
+            load_key()
