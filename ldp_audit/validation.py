@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,10 @@ def check_real_in(
         lo_s = f"> {lo:g}" if lo_open else f">= {lo:g}"
         hi_s = "" if hi is None else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
         raise InvalidParameterError(f"{name} must be finite, {lo_s}{hi_s}, got {v!r}")
+    if lo == 0 and lo_open and x < sys.float_info.min:  # as the CLI's converters (parse.real_in)
+        raise InvalidParameterError(
+            f"{name} must be >= {sys.float_info.min:g} (a normal double), got {v!r}"
+        )
     return x
 
 

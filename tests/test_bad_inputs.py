@@ -907,3 +907,58 @@ def test_a_sweep_that_fails_leaves_no_out_folder(
     code, _, err = run_cli([*argv, "--out", str(out)], capsys)
     assert code == 2 and "Traceback" not in err, err
     assert not out.exists()
+
+
+def test_a_subnormal_where_zero_is_excluded_is_refused_by_name() -> None:
+    """Session 54 probe: ``train opacus --delta 5e-324`` (and ``--set delta=5e-324``) ran: the
+    generated options and the API read (0, 1) with ``check_real_in``, which let a subnormal
+    through where the CLI's own converters refuse one (``parse.real_in``); the run then printed
+    "prv unavailable: float division by zero". Now every open-at-0 check refuses it by name."""
+    from ldp_audit.opacus.system import OpacusRunConfig
+    from ldp_audit.validation import check_positive, check_real_in
+
+    for v in (5e-324, 1e-310, np.float64(2e-308)):
+        with pytest.raises(InvalidParameterError, match=r"delta must be >= 2\.2250\de-308"):
+            OpacusRunConfig(delta=v)
+        with pytest.raises(InvalidParameterError, match="scale .*normal double"):
+            check_positive(v, "scale")
+    assert check_real_in(2.2250738585072014e-308, "x", lo=0.0, lo_open=True) > 0  # the least
+    assert check_real_in(5e-324, "x", lo=0.0, lo_open=False) == 5e-324  # closed at 0: allowed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "--mechanism", "laplace", "--epsilon", "1", "--out", "a\nb"],
+        ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", "--epsilon", "1\n"],
+        ["attack", "dynamics", "--agents", "3\r\x1b[2Kldp-audit: ok"],
+    ],
+    ids=["unknown-option", "repeated-option", "bad-int"],
+)
+def test_a_parser_error_with_control_characters_stays_one_line(
+    argv: list[str], sentinel_parser: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Session 54 probe: argparse quotes some values raw ("unrecognized arguments: --out a",
+    then "b (see ...)" on a line of its own; a repeated option's values), so a newline, a
+    carriage return or an escape sequence in a value split or rewrote the one error line. Now
+    they are escaped."""
+    last = assert_input_error(argv, capsys)
+    assert not any(c in last for c in "\r\x1b\x00")
+
+
+def test_a_bad_key_file_is_refused_naming_the_variable_that_chose_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 54 probe: ``LDP_AUDIT_KEY_FILE`` pointing at a 0644 file or a folder was refused
+    naming only "the ledger key file" and its path; the error now names the variable and its
+    value first."""
+    from ldp_audit.accountant.keys import KeyFileError, load_key
+
+    loose = tmp_path / "key"
+    loose.write_text("ab" * 32 + "\n")
+    loose.chmod(0o644)
+    for target in (loose, tmp_path):
+        monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(target))
+        monkeypatch.delenv("LDP_AUDIT_KEY", raising=False)
+        with pytest.raises(KeyFileError, match=f"^LDP_AUDIT_KEY_FILE={str(target)!r}: the"):
+            load_key()

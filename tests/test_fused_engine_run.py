@@ -5,6 +5,7 @@ profile hook times every part of the run without changing any result."""
 from __future__ import annotations
 
 import gc
+import threading
 import time
 
 import numpy as np
@@ -86,3 +87,30 @@ def test_profile_is_off_by_default_and_times_every_part_when_on():
     np.testing.assert_array_equal(a.zeta, b.zeta)
     np.testing.assert_array_equal(a.theta, b.theta)
     assert a.env_steps == b.env_steps
+
+
+def test_a_halt_from_another_thread_ends_the_kernel_at_the_next_lock_step():
+    """Session 54: a SIGTERM 10 minutes into a 90,000-submission ``train pgc-a3c`` at load 7
+    met the watchdog's 1 s forced exit and left the run "running": Python's handler only sets
+    the engine's stop flag when the compiled block (up to 256 lock-steps) returns. The watchdog
+    now calls ``halt_soon`` from its thread (``ldp_audit.cli.signals.on_signal``); the kernel
+    reads it before every lock-step, so at most the step in flight (one step of each live row)
+    runs after it. Waits for the event (the kernel has stepped), not for a time."""
+    eng = _engine(PgcA3cConfig(trials=1, max_submissions=5000))
+    rows = int(eng.row_trial.size)
+    seen: list[int] = []
+
+    def halt_once_stepping() -> None:
+        t0 = time.monotonic()
+        while eng.env_steps[0] < 1000 and time.monotonic() - t0 < 120:
+            time.sleep(0.0002)
+        eng.halt_soon()
+        seen.append(int(eng.env_steps[0]))
+
+    th = threading.Thread(target=halt_once_stepping)
+    th.start()
+    eng.run()
+    th.join()
+    assert seen and seen[0] >= 1000
+    assert int(eng.env_steps[0]) - seen[0] <= rows  # the lock-step in flight only
+    assert eng.active.any() and int(eng.n_sub.sum()) < 5000  # stopped, not finished

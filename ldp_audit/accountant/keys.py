@@ -262,4 +262,10 @@ def load_key(*, create: bool = False) -> LedgerKey | None:
         if not create:
             return None
         _create_file(path)
-    return LedgerKey(_read_file(path), str(path))
+    try:
+        return LedgerKey(_read_file(path), str(path))
+    except KeyFileError as exc:  # name the variable that chose this file (session 54 probe)
+        named = os.environ.get(ENV_KEY_FILE, "")
+        if not named.strip():
+            raise
+        raise KeyFileError(f"{ENV_KEY_FILE}={named!r}: {exc}") from None

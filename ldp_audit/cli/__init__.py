@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         writer = sys.modules.get("ldp_audit.rundir.writer")  # none imported: no run started
         if writer is not None:  # a run the signal caught before its trainer's own handler
-            writer.finish_unfinished()
+            from ldp_audit.cli.signals import closing
+
+            with closing():  # the forced exit waits for it (bounded)
+                writer.finish_unfinished()
         code = _interrupted(exc)
         if dog is not None and argv is None:
             dog.exit_now(code)

@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -275,6 +276,8 @@ class HelpParser(argparse.ArgumentParser):
         if unknown and message.startswith("the following arguments are required"):
             unrecognized_error(self, given, unknown)
         self.print_usage(sys.stderr)
+        # one line: a value's control characters escaped (argparse quotes some values raw)
+        message = re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m[0])[1:-1], message)
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h' for its options)\n")
 
 

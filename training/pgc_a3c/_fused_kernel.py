@@ -197,6 +197,7 @@ def fused_block(
     snap_n: np.ndarray,  # (1,)
     env_steps: np.ndarray,  # (1,)
     bad: np.ndarray,  # (1,) the trial of a non-finite gradient / overflowing PRS report
+    halt: np.ndarray,  # (1,) nonzero: return before the next step (set from another thread)
 ) -> int:
     """Up to ``max_steps`` lock-steps of the engine in one call; returns a ``FUSED_*`` status.
 
@@ -213,6 +214,9 @@ def fused_block(
     Before a step it checks that every trial's agents that may start in it are charged
     (``paid``), that the pre-drawn randomness, reset uniforms and output arrays cover its worst
     case; otherwise it returns before the step, so the caller can charge, draw and resume.
+    It also returns before a step once ``halt[0]`` is nonzero: the CLI's signal watchdog sets
+    it from its thread (the kernel holds no GIL), so a block ends at the next lock-step after
+    SIGINT / SIGTERM, not after up to ``max_steps`` of them.
     """
     theta, version = agg[0], agg[3]
     n_rows = state.shape[1]
@@ -244,7 +248,7 @@ def fused_block(
     slow = np.zeros(n_cfg, np.bool_)
     for _ in range(max_steps):
         # ---------------- can the next step run with what the caller prepared? ----------------
-        if block_pos[0] >= a_len:
+        if halt[0] or block_pos[0] >= a_len:
             return FUSED_STEPS
         for g in range(n_trials):
             if not active[g]:

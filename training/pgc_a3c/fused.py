@@ -105,6 +105,8 @@ class FusedEngine(Engine):
         self.n_thetas = np.array([len(t) for t in self.tr_thetas], dtype=np.int64)
         self.record_c = np.array(self.record, dtype=np.bool_)
         self.bad = np.zeros(1, dtype=np.int64)
+        #: nonzero: the kernel returns before its next lock-step (set by :meth:`halt_soon`)
+        self.halt = np.zeros(1, dtype=np.int64)
         #: ``profile = True`` before :meth:`run` times its parts (benchmarks/bench_pgc.py):
         #: ``timings`` then maps each of ``_PROFILE_PARTS`` to {"wall": s, "cpu": s}
         #: (perf_counter, process_time) and "calls" to the kernel calls; off (the default), the
@@ -245,6 +247,13 @@ class FusedEngine(Engine):
             if collector_was_on:
                 gc.enable()
 
+    def halt_soon(self) -> None:
+        """End the kernel call under way at its next lock-step (callable from any thread:
+        the CLI's signal watchdog calls it while the main thread is inside the kernel, which
+        Python's own handler cannot reach until the call returns). The run's state stays
+        consistent: the kernel stops between lock-steps, as when it needs a charge."""
+        self.halt[0] = 1
+
     def _start_profile(self) -> None:
         tm: dict[str, Any] = {k: {"wall": 0.0, "cpu": 0.0} for k in _PROFILE_PARTS}
         tm["calls"] = 0
@@ -271,7 +280,7 @@ class FusedEngine(Engine):
 
         agg = self.agg
         lap = self._lap
-        while self.active.any() and not self.stop_requested:
+        while self.active.any() and not (self.stop_requested or self.halt[0]):
             lap("other")
             if self.block_pos[0] >= ACT_BLOCK:
                 self._refill_act_block()
@@ -284,6 +293,8 @@ class FusedEngine(Engine):
             lap("reset_draws")
             n0 = int(self.n_sub.sum())
             lap("other")
+            if self.stop_requested:  # a signal while charging or drawing: no block after it
+                break
             status = fused_block(
                 ACT_BLOCK,
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
@@ -300,6 +311,7 @@ class FusedEngine(Engine):
                 self.record_c, self.recorded_version, self.recorded_index, self.n_thetas,
                 self.out_int, self.out_report, self.out_real, self.out_grad,
                 self.out_n, self.snap_theta, self.snap_cfg, self.snap_n, self.env_steps, self.bad,
+                self.halt,
             )  # fmt: skip
             lap("kernel")
             if self.profile:

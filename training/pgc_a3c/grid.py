@@ -5,6 +5,7 @@ run directories they write and the SIGINT/SIGTERM handlers that stop a run at a 
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Sequence
@@ -110,6 +111,7 @@ def train_grid(
     for c in configs:
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
             warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
+    from ldp_audit.cli.signals import closing
     from ldp_audit.rundir import check_new_dir
     from ldp_audit.training.pgc_a3c.run_dir import cartpole_metrics, open_writer, write_run
 
@@ -162,20 +164,24 @@ def train_grid(
         # Ctrl-C or a failure (BudgetExceeded included): the ledger already holds every charge
         # made (charged-but-not-released rows are the safe direction); mark each run folder so
         # no reader takes it for a finished run.
-        for w in writers:
-            if w is not None:
-                w.finish(status="interrupted")
+        with closing():
+            for w in writers:
+                if w is not None:
+                    w.finish(status="interrupted")
         raise
     finally:
         if restore is not None:
             restore()
         if bar is not None:
             bar.close()
-    results = engine.results(time.perf_counter() - t0)
     status = "interrupted" if caught else "complete"
-    for w, res in zip(writers, results, strict=True):
-        if w is not None:
-            write_run(w, res, cartpole_metrics(res), status=status)
+    # a signal's run is written under closing(): the watchdog's forced exit waits for it (its
+    # fsyncs took seconds at load 13), so it ends "interrupted", never "running"
+    with closing() if caught else contextlib.nullcontext():
+        results = engine.results(time.perf_counter() - t0)
+        for w, res in zip(writers, results, strict=True):
+            if w is not None:
+                write_run(w, res, cartpole_metrics(res), status=status)
     if caught:
         signum, handler = caught[0]
         if callable(handler):
@@ -216,8 +222,14 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
 
     for sig in sigs:
         signal.signal(sig, on_signal)
+    # the fused engine's compiled block runs past Python's handler: the CLI's watchdog (which
+    # sees the signal at once, from its thread) ends it at the next lock-step
+    from ldp_audit.cli.signals import on_signal as watchdog_hook
+
+    unhook = watchdog_hook(getattr(engine, "halt_soon", lambda: None))
 
     def restore() -> None:
+        unhook()
         for sig in sigs:
             signal.signal(sig, old[sig])
 
