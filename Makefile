@@ -38,9 +38,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check_private_imports.py
 
-# Two pytest-xdist workers (the 2-core machine the suite is sized for): 540 s of pytest (3,860
-# tests) in a fresh clone of f47b48d on the quiet 2-core machine, 2026-12-07 11:47 UTC, 10 min 23 s
-# with the venv build (518 s / 9 min 50 s at 0dc10b9 an hour earlier: the machine's spread)
+# Two pytest-xdist workers (the 2-core machine the suite is sized for): 492 s of pytest (3,899
+# tests) in a fresh clone of b3cc435 on the quiet 2-core machine, 2026-12-07 13:39 UTC, 9 min 32 s
+# with the venv build (540 s / 10 min 23 s at f47b48d: since then a command builds only its own
+# parser, each Flower run happens once per session, two pool-window seeds moved under `slow`)
 # (`python -m pytest` alone still runs the same tests serially).
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh
