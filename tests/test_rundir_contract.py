@@ -38,9 +38,12 @@ def test_a_run_is_written_once_and_its_manifest_verifies(tmp_path) -> None:
     assert v["ok"] and v["status"] == "complete" and not v["unlisted"]
     # a second run into the same folder is refused, and nothing changes
     before = {p.name: p.read_bytes() for p in run.iterdir()}
-    with pytest.raises(RunDirectoryError, match="already exists and is not empty"):
+    with pytest.raises(RunDirectoryError, match="already exists and is not empty") as exc:
         _run(run)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    # in the Python API's words (session 54: it named the CLI's --overwrite and --resume, which
+    # open_run and RunWriter do not take)
+    assert "pass overwrite=True" in str(exc.value) and "--" not in str(exc.value)
     # tampering is seen
     (run / "metrics.json").write_text("{}")
     assert verify_manifest(run)["changed"] == ["metrics.json"]

@@ -110,13 +110,15 @@ def check_new_dir(
     earlier run directory (it is replaced when the writer starts, never merged). Anything else
     (a file, a non-empty folder that is not a run) is refused. The parent must be writable.
     ``can_resume=False`` / ``can_overwrite=False`` for commands that have no ``--resume`` (a
-    report, the demo) / no ``--overwrite`` (``train opacus``): the refusal then does not suggest
-    it.
+    report, the demo, the Python API) / no ``--overwrite`` (``train opacus``): the refusal then
+    does not suggest it. A ``name`` that is not an option (``run_dir``) is a Python argument: the
+    refusal suggests ``overwrite=True``.
 
     Returns:
         The path as a ``Path``.
     """
     p = check_path_arg(path, name)
+    over = "--overwrite" if name.startswith("--") else "overwrite=True"  # an option or a keyword
     if p.exists():
         if not p.is_dir():
             raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
@@ -125,13 +127,13 @@ def check_new_dir(
                 raise RunDirectoryError(
                     f"{name} {str(p)!r} already exists and is not empty; a run directory is "
                     "evidence and is never overwritten or appended to. Choose a new path"
-                    + (", or pass --overwrite to replace an earlier one" if can_overwrite else "")
+                    + (f", or pass {over} to replace an earlier one" if can_overwrite else "")
                     + (" (or --resume to continue it)" if can_resume else "")
                 )
             if not is_run_dir(p) and not (p / "index.html").exists():
                 raise RunDirectoryError(
                     f"{name} {str(p)!r} is not empty and is not a run or report folder; "
-                    f"refusing to delete it even with --overwrite"
+                    f"refusing to delete it even with {over}"
                 )
         if not os.access(p, os.W_OK | os.X_OK):
             raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")

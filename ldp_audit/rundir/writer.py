@@ -164,7 +164,9 @@ class RunWriter:
             ) from None
         unpin_run(self.path)  # what a check saw of an earlier run here is not this run
         if mode != "resume":
-            check_new_dir(self.path, name="run_dir", overwrite=(mode == "overwrite"))
+            check_new_dir(
+                self.path, name="run_dir", overwrite=(mode == "overwrite"), can_resume=False
+            )
         load_key(create=True)  # a bad ledger key refused before the run folder is touched
         from ldp_audit.accountant.ledger_marks import check_writable
 
