@@ -38,10 +38,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check_private_imports.py
 
-# Two pytest-xdist workers (the 2-core machine the suite is sized for): 492 s of pytest (3,899
-# tests) in a fresh clone of b3cc435 on the quiet 2-core machine, 2026-12-07 13:39 UTC, 9 min 32 s
-# with the venv build (540 s / 10 min 23 s at f47b48d: since then a command builds only its own
-# parser, each Flower run happens once per session, two pool-window seeds moved under `slow`)
+# Two pytest-xdist workers (the 2-core machine the suite is sized for): 492 s and 530 s of pytest
+# (3,899 tests) in two fresh clones on the quiet 2-core machine, 2026-12-07 13:39 and 14:06 UTC
+# (b3cc435, 30f59e1), 9 min 32 s and 10 min 17 s with the venv build (540 s / 10 min 23 s at
+# f47b48d: since then a command builds only its own parser, each Flower run happens once per
+# session, two pool-window seeds moved under `slow`, the image-probe test shortened)
 # (`python -m pytest` alone still runs the same tests serially).
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh
