@@ -619,14 +619,17 @@ def _options(parser: argparse.ArgumentParser, path: list[str]) -> list[tuple[obj
 
 
 def test_a_named_command_builds_only_its_own_parser_with_the_same_options() -> None:
-    """`build_parser(argv)` registers only the module of the command argv names (session 54:
-    every command imported all the trainers' configs, Numba and Matplotlib first, 2.6 s of CPU
-    for `ldp-audit audit` whose own work took 0.2 s); each command's tree is the full parser's."""
+    """`build_parser(argv)` registers only the module of the command argv names, and for `train`
+    / `reproduce NAME` only that system (session 54: every command imported all the trainers'
+    configs, Numba and Matplotlib first, 2.6 s of CPU for `ldp-audit audit` whose own work took
+    0.2 s); each command's tree is the full parser's."""
     full = build_parser()
-    for path in SUBCOMMANDS[1:]:
-        part = build_parser([path[0], "-h"])
+    for path in SUBCOMMANDS[1:]:  # `train pgc-a3c`: that system's commands alone
+        part = build_parser([*path, "-h"])
         assert _options(part, path) == _options(full, path), path
     assert set(_walk(build_parser(["audit"]))[1:][0]) == {"audit"}
+    assert {p[1] for p in _walk(build_parser(["train", "dprl"])) if p[:1] == ["train"]
+            and len(p) == 2} == {"dprl"}  # fmt: skip
     assert {p[0] for p in _walk(build_parser(["udit"]))[1:]} == {p[0] for p in SUBCOMMANDS[1:]}
 
 

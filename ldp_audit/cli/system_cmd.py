@@ -91,11 +91,18 @@ def _plug_in(s: Any, hook: str, what: str, ref: Any, *args: Any) -> None:
         _warn(f"{hook}:{s.name}", f"system {s.name!r}: its {what} are unavailable: {why}")
 
 
-def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
+def register_systems(train_subparsers: Any, reproduce_subparsers: Any, only: Any = None) -> None:
     """Every registered system's ``train`` (and ``reproduce``) subcommands: its own ``cli``
-    hook, or the generated ones."""
+    hook, or the generated ones. ``only``: the word after ``train`` / ``reproduce`` on the
+    command line; the system of that name is registered alone when it registers that word
+    (``ldp-audit train pgc-a3c`` does not generate the other systems' options), else all."""
     _warn_broken()
-    for s in systems.systems():
+    done = set()
+    for s in [x for x in systems.systems() if x.name == only] + systems.systems():
+        if s.name in done or (done and only in {*train_subparsers.choices,
+                                                *reproduce_subparsers.choices}):  # fmt: skip
+            continue
+        done.add(s.name)
         hook = getattr(s, "cli", None) or functools.partial(_register_generic_train, s=s)
         _plug_in(s, "cli", "commands", hook, train_subparsers, reproduce_subparsers)
 

@@ -13,8 +13,9 @@ from ldp_audit.cli.types import add_flags
 from ldp_audit.errors import InvalidParameterError
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``train`` and ``reproduce`` subcommands."""
+def register(subparsers: Any, argv: list[str] | None = None) -> None:
+    """Add the ``train`` and ``reproduce`` subcommands (given the command line ``argv``, only
+    the system it names where that system registers the word: see ``register_systems``)."""
     train = subparsers.add_parser(
         "train", help="train a system (local DP: pgc-a3c, fedrl, frd; central DP-SGD: dprl)"
     )
@@ -26,7 +27,7 @@ def register(subparsers: Any) -> None:
     # every registered system (ldp_audit.systems): its own CLI hook, or the generic one
     from ldp_audit.cli.system_cmd import register_systems
 
-    register_systems(tsub, rsub)
+    register_systems(tsub, rsub, only=argv[1] if argv and len(argv) > 1 else None)
     _register_check(rsub)
 
 
