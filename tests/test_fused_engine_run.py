@@ -93,7 +93,7 @@ def test_a_halt_from_another_thread_ends_the_kernel_at_the_next_lock_step():
     """Session 54: a SIGTERM 10 minutes into a 90,000-submission ``train pgc-a3c`` at load 7
     met the watchdog's 1 s forced exit and left the run "running": Python's handler only sets
     the engine's stop flag when the compiled block (up to 256 lock-steps) returns. The watchdog
-    now calls ``halt_soon`` from its thread (``ldp_audit.cli.signals.on_signal``); the kernel
+    now calls ``halt_soon`` from its thread (``ldp_audit.interrupts.on_signal``); the kernel
     reads it before every lock-step, so at most the step in flight (one step of each live row)
     runs after it. Waits for the event (the kernel has stepped), not for a time."""
     eng = _engine(PgcA3cConfig(trials=1, max_submissions=5000))

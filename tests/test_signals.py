@@ -118,7 +118,7 @@ def test_the_first_signal_calls_the_registered_hooks_at_once() -> None:
     """``on_signal`` hooks run from the watchdog's thread at the first SIGINT / SIGTERM, before
     the grace (``train pgc-a3c``'s fused engine ends its compiled block with one); a hook
     that raises does not stop the others; a removed one is not called."""
-    from ldp_audit.cli.signals import on_signal
+    from ldp_audit.interrupts import on_signal
 
     dog = SignalWatchdog(grace=10.0)
     dog._later = lambda signum: None  # no forced exit in this process
@@ -142,7 +142,8 @@ _CLOSING = textwrap.dedent(
     """
     import signal, sys, time
     from pathlib import Path
-    from ldp_audit.cli.signals import SignalWatchdog, closing
+    from ldp_audit.cli.signals import SignalWatchdog
+    from ldp_audit.interrupts import closing
     dog = SignalWatchdog(grace=0.2)
     assert dog.install()
     signal.signal(signal.SIGTERM, lambda s, f: None)   # seen, then the slow close below

@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         writer = sys.modules.get("ldp_audit.rundir.writer")  # none imported: no run started
         if writer is not None:  # a run the signal caught before its trainer's own handler
-            from ldp_audit.cli.signals import closing
+            from ldp_audit.interrupts import closing
 
             with closing():  # the forced exit waits for it (bounded)
                 writer.finish_unfinished()

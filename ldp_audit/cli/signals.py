@@ -15,9 +15,10 @@ still consistent (files are written atomically; the ledger is SQLite, tested aga
 but a run being written keeps ``"status": "running"`` instead of ``"interrupted"``: the same
 state as after SIGKILL, which every reader already treats as incomplete. So the forced exit
 waits (at most ``CLOSING_LIMIT_S`` after the signal) while a run is being closed as interrupted
-(:func:`closing`) or the signal is held inside a library's import (:meth:`SignalWatchdog.defer`),
-and work that Python's handler cannot reach is told at once (:func:`on_signal`). A second
-signal of the same kind ends the process at once.
+(:func:`ldp_audit.interrupts.closing`) or the signal is held inside a library's import
+(:meth:`SignalWatchdog.defer`), and work that Python's handler cannot reach is told at once
+(:func:`ldp_audit.interrupts.on_signal`). A second signal of the same kind ends the process at
+once.
 
 "Within 2 s" counts from delivery: a process inside an uninterruptible system call (an fsync of
 the ledger on a busy disk) gets the signal only when the call returns. ``LDP_AUDIT_SIGNAL_TRACE``
@@ -35,48 +36,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 
-__all__ = ["SignalWatchdog", "on_signal"]
+from ldp_audit.interrupts import CLOSING_LIMIT_S, closing_open, signal_hooks
+
+__all__ = ["SignalWatchdog"]
 
 _CODES = {int(signal.SIGINT): 130, int(signal.SIGTERM): 143}
 _LIBS = re.compile(r"[/\\](site|dist)-packages[/\\]")
-#: what :func:`on_signal` registered: called from the watchdog's thread at the first signal
-_HOOKS: list[Callable[[], None]] = []
-
-
-def on_signal(hook: Callable[[], None]) -> Callable[[], None]:
-    """Have an armed watchdog call ``hook()`` from its own thread as soon as it sees the first
-    SIGINT / SIGTERM, before its grace starts; returns the function that removes it. For work
-    Python's handler cannot reach until it returns to the interpreter: ``train pgc-a3c``'s
-    fused engine ends its compiled block at the next lock-step, so that the run is closed as
-    "interrupted" within the grace (a block of 256 lock-steps outlived the 1 s grace at load
-    7, session 53). ``hook`` must be quick and safe from another thread (set a flag)."""
-    _HOOKS.append(hook)
-    return lambda: _HOOKS.remove(hook) if hook in _HOOKS else None
-
-
-#: the most seconds after a signal that the forced exit waits for :func:`closing`
-CLOSING_LIMIT_S = 10.0
-_CLOSING = [0]  # how many closing() blocks are open
-
-
-@contextlib.contextmanager
-def closing() -> Iterator[None]:
-    """The command is writing what a signal left: a run folder being closed as "interrupted"
-    (its transcript, its manifest). The forced exit waits for it (then one grace more for the
-    process to end) up to ``CLOSING_LIMIT_S`` after the signal, as it waits for a signal held
-    inside a library's import (:meth:`SignalWatchdog.defer`: numba's, while ``train pgc-a3c``
-    loads its kernels, 0.8-2.3 s after config.json at load 15-20 ended 2 of 9 runs "running",
-    session 54), so the run ends "interrupted",
-    not "running": these writes fsync each file, seconds on a loaded disk (``train pgc-a3c``
-    at load 13 ran its handler 0.96 s after the signal, session 54). A second signal still
-    ends the process at once."""
-    _CLOSING[0] += 1
-    try:
-        yield
-    finally:
-        _CLOSING[0] -= 1
 
 
 class SignalWatchdog:
@@ -225,7 +191,7 @@ class SignalWatchdog:
         if n >= 2:
             self._force(signum, "a second signal")
         elif first:
-            for hook in list(_HOOKS):
+            for hook in signal_hooks():
                 with contextlib.suppress(Exception):
                     hook()
             threading.Thread(target=self._later, args=(signum,), daemon=True).start()
@@ -235,7 +201,7 @@ class SignalWatchdog:
         time.sleep(self.grace)
         # a run being closed as interrupted, or the signal held inside a library's import
         # (raised when it returns, then the run is closed): let it finish (bounded)
-        busy = lambda: _CLOSING[0] or self._deferred is not None  # noqa: E731
+        busy = lambda: closing_open() or self._deferred is not None  # noqa: E731
         if busy():
             while busy() and time.monotonic() - t0 < CLOSING_LIMIT_S:
                 time.sleep(0.01)

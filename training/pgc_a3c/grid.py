@@ -111,7 +111,7 @@ def train_grid(
     for c in configs:
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
             warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
-    from ldp_audit.cli.signals import closing
+    from ldp_audit.interrupts import closing
     from ldp_audit.rundir import check_new_dir
     from ldp_audit.training.pgc_a3c.run_dir import cartpole_metrics, open_writer, write_run
 
@@ -224,7 +224,7 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
         signal.signal(sig, on_signal)
     # the fused engine's compiled block runs past Python's handler: the CLI's watchdog (which
     # sees the signal at once, from its thread) ends it at the next lock-step
-    from ldp_audit.cli.signals import on_signal as watchdog_hook
+    from ldp_audit.interrupts import on_signal as watchdog_hook
 
     unhook = watchdog_hook(getattr(engine, "halt_soon", lambda: None))
 
