@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.interrupts import Terminated, interrupted
 from ldp_audit.rundir import RunDir, check_new_dir, read_manifest
 from ldp_audit.validation import check_int
 
@@ -113,8 +114,6 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
     by default SIGTERM killed the command and left them behind) one line and exit 130 / 143."""
     import threading
 
-    from ldp_audit.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-
     def _terminate(signum: int, frame: object) -> None:
         raise Terminated()
 
@@ -126,10 +125,7 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        term = isinstance(exc, Terminated)
-        word = "terminated" if term else "interrupted"
-        print(f"{prog}: {word}; files written so far are consistent", file=sys.stderr)
-        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+        return interrupted(prog, exc)
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
