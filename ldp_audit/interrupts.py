@@ -1,14 +1,48 @@
 """What a running command tells the CLI's signal watchdog (:mod:`ldp_audit.cli.signals`), so
 that library code (the trainers, the run writer) needs no import of the CLI: work to stop at
 once when a signal arrives (:func:`on_signal`) and a run being closed as "interrupted" that the
-watchdog's forced exit waits for (:func:`closing`)."""
+watchdog's forced exit waits for (:func:`closing`); and how a signal ends a command: SIGTERM as
+:class:`Terminated` (a ``KeyboardInterrupt``), the one line and exit code of :func:`interrupted`
+(:data:`EXIT_INTERRUPTED`, :data:`EXIT_TERMINATED`; the CLI's ``ldp_audit.cli`` names them
+too)."""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 
-__all__ = ["CLOSING_LIMIT_S", "closing", "closing_open", "on_signal", "signal_hooks"]
+__all__ = [
+    "CLOSING_LIMIT_S",
+    "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
+    "Terminated",
+    "closing",
+    "closing_open",
+    "interrupted",
+    "on_signal",
+    "signal_hooks",
+]
+
+#: the exit code of a command ended by Ctrl-C / SIGINT (docs/cli.md)
+EXIT_INTERRUPTED = 130
+#: the exit code of a command ended by SIGTERM, handled like Ctrl-C
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM turned into the same orderly unwinding as Ctrl-C (run folders marked
+    "interrupted", ledgers consistent)."""
+
+
+def interrupted(prog: str, exc: KeyboardInterrupt) -> int:
+    """The one line a Ctrl-C (130) or a SIGTERM (143, :class:`Terminated`) prints for command
+    ``prog``; its exit code."""
+    term = isinstance(exc, Terminated)
+    word = "terminated" if term else "interrupted"
+    print(f"{prog}: {word}; files written so far are consistent", file=sys.stderr)
+    return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+
 
 #: what :func:`on_signal` registered: called from the watchdog's thread at the first signal
 _HOOKS: list[Callable[[], None]] = []

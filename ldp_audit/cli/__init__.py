@@ -34,14 +34,13 @@ import traceback
 from typing import Any
 
 from ldp_audit.errors import LdpAuditError
+from ldp_audit.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, interrupted
 
 EXIT_OK = 0
 EXIT_VIOLATION = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_UNAUTHENTICATED = 4
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
 
 #: exit code -> meaning (documented in README and ``ldp-audit --help``).
 EXIT_CODES = {
@@ -54,11 +53,6 @@ EXIT_CODES = {
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
     EXIT_TERMINATED: "terminated (SIGTERM)",
 }
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM turned into the same orderly unwinding as Ctrl-C (run folders marked
-    "interrupted", ledgers consistent)."""
 
 
 # subcommand -> the module that registers it (with its siblings: train and reproduce, report
@@ -160,7 +154,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
 
             with closing():  # the forced exit waits for it (bounded)
                 writer.finish_unfinished()
-        code = _interrupted(exc)
+        code = interrupted("ldp-audit", exc)
         if dog is not None and argv is None:
             dog.exit_now(code)
         return code
@@ -178,17 +172,10 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     if dog is not None and argv is None:  # the console script: no interpreter teardown
         late = dog.teardown()
         if late is not None:  # a signal after the work: the run is complete, the code says 130
-            code = _interrupted(Terminated() if late == signal.SIGTERM else KeyboardInterrupt())
+            late_exc = Terminated() if late == signal.SIGTERM else KeyboardInterrupt()
+            code = interrupted("ldp-audit", late_exc)
         dog.exit_now(code)
     return code
-
-
-def _interrupted(exc: KeyboardInterrupt) -> int:
-    """The one line a Ctrl-C (130) or a SIGTERM (143) prints; its exit code."""
-    term = isinstance(exc, Terminated)
-    word = "terminated" if term else "interrupted"
-    print(f"ldp-audit: {word}; files written so far are consistent", file=sys.stderr)
-    return EXIT_TERMINATED if term else EXIT_INTERRUPTED
 
 
 def _refuse_repeated(parser: argparse.ArgumentParser, argv: list[str]) -> None:

@@ -199,29 +199,27 @@ def release_reply(
         raise InvalidParameterError("the train reply's arrays hold non-finite values")
     raw = x - g if settings.release == "update" else x
     settings.ledger.parent.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger(str(settings.ledger))
-    try:
-        acc = Accountant(
-            ledger=ledger, budget=Budget.for_mechanism(settings.budget, settings.mechanism)
-        )
-        rel = release(  # durable charge first, then the mechanism (its clip), then the seal
-            raw[None, :],
-            mechanism=settings.mechanism,
-            accountant=acc,
-            agent_ids=[str(settings.agent)],
-            # the ledger's row count keys the stream too: a rerun with the same seed, or a
-            # strategy that sends no server-round, never draws the same noise twice
-            rng=agent_rng(settings.seed, settings.agent, int(server_round), len(ledger)),
-        )
-    except (BudgetExceeded, LedgerError):  # about the ledger, not the data
-        raise
-    except Exception as exc:  # a mechanism's message may quote the update (bit_flip's range)
-        raise InvalidParameterError(
-            f"the release failed ({type(exc).__name__}; its message may quote private values "
-            "and stays on this client)"
-        ) from exc
-    finally:
-        ledger.close()
+    with Ledger(str(settings.ledger)) as ledger:
+        try:
+            acc = Accountant(
+                ledger=ledger, budget=Budget.for_mechanism(settings.budget, settings.mechanism)
+            )
+            rel = release(  # durable charge first, then the mechanism (its clip), then the seal
+                raw[None, :],
+                mechanism=settings.mechanism,
+                accountant=acc,
+                agent_ids=[str(settings.agent)],
+                # the ledger's row count keys the stream too: a rerun with the same seed, or a
+                # strategy that sends no server-round, never draws the same noise twice
+                rng=agent_rng(settings.seed, settings.agent, int(server_round), len(ledger)),
+            )
+        except (BudgetExceeded, LedgerError):  # about the ledger, not the data
+            raise
+        except Exception as exc:  # a mechanism's message may quote the update (bit_flip's range)
+            raise InvalidParameterError(
+                f"the release failed ({type(exc).__name__}; its message may quote private "
+                "values and stays on this client)"
+            ) from exc
     report = np.array(rel.values[0], dtype=np.float64)
     out = g + report if settings.release == "update" else report
     return unflatten(out, broadcast), report, rel
@@ -276,6 +274,14 @@ class LdpReleaseMod:
     Use it on any ClientApp whose train function replies with its parameters:
     ``ClientApp(mods=[LdpReleaseMod()])``. Settings come from the run config and the node
     config (:class:`ClientSettings`); see the module docstring for what the reply holds.
+
+    Its steps around the train function are the hooks a mod for another release plugs into
+    (the PGC-A3C app's, :class:`ldp_audit.training.flower.pgc_app.LdpReleaseMod`, releases the
+    policy gradient its train function leaves in process memory): ``_before`` (what to read from
+    the instruction, before training), ``_taken`` (after training, even when it failed),
+    ``_sealed`` (charge, randomise, seal: the reply's whole content) and ``_refusal`` (the reason
+    an error reply gives). Only train instructions are answered; a train function that raised or
+    failed gives an error reply naming no message of it.
     """
 
     def __call__(self, msg: Any, context: Any, call_next: Any) -> Any:
@@ -291,24 +297,41 @@ class LdpReleaseMod:
                 "reply would carry un-noised values); evaluate on the server instead",
             )
         try:
-            settings = ClientSettings.from_configs(context.run_config, context.node_config)
-            broadcast = _arrays(msg.content, settings.arrays_key, "the train instruction")
-            cfgs = msg.content.config_records
-            server_round = int(
-                next((c["server-round"] for c in cfgs.values() if "server-round" in c), 0)
-            )
+            job = self._before(msg, context)
             try:
                 out = call_next(msg, context)
             except Exception as exc:  # its message may quote private data: name the type only
                 return error(4, f"the train function raised {type(exc).__name__}")
-            if out.has_error():
-                return error(4, "the train function failed")
-            local = _arrays(out.content, settings.arrays_key, "the train reply")
-            arrays, report, rel = release_reply(broadcast, local, settings, server_round)
-            records = out.content.metric_records.values()
-            public = {k: r[k] for r in records for k in settings.public_metrics if k in r}
+            finally:
+                job = self._taken(msg, job)
+            if out.has_error():  # Flower's reason quotes the train function's exception
+                reason = "the train function failed (its message stays on this client)"
+                return error(out.error.code, reason)
+            content = self._sealed(out, context, job)
         except Exception as exc:  # nothing released; the server sees only the reason
-            return error(2, f"{type(exc).__name__}: {exc}")
-        return Message(
-            sealed_content(settings, arrays, report, rel, public, server_round), reply_to=msg
+            return error(2, self._refusal(exc))
+        return Message(content, reply_to=msg)
+
+    def _before(self, msg: Any, context: Any) -> Any:
+        """(settings, broadcast arrays, server round) of a train instruction."""
+        settings = ClientSettings.from_configs(context.run_config, context.node_config)
+        broadcast = _arrays(msg.content, settings.arrays_key, "the train instruction")
+        cfgs = msg.content.config_records
+        server_round = int(
+            next((c["server-round"] for c in cfgs.values() if "server-round" in c), 0)
         )
+        return settings, broadcast, server_round
+
+    def _taken(self, msg: Any, job: Any) -> Any:
+        return job
+
+    def _sealed(self, out: Any, context: Any, job: Any) -> Any:
+        settings, broadcast, server_round = job
+        local = _arrays(out.content, settings.arrays_key, "the train reply")
+        arrays, report, rel = release_reply(broadcast, local, settings, server_round)
+        records = out.content.metric_records.values()
+        public = {k: r[k] for r in records for k in settings.public_metrics if k in r}
+        return sealed_content(settings, arrays, report, rel, public, server_round)
+
+    def _refusal(self, exc: Exception) -> str:
+        return f"{type(exc).__name__}: {exc}"

@@ -52,6 +52,7 @@ import numpy as np
 from ldp_audit.accountant import Accountant, Budget, Ledger
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 from ldp_audit.rundir import check_new_dir, json_number
+from ldp_audit.training.flower import client
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import (
     agent_rng,
@@ -149,8 +150,9 @@ def _agent_state(context: Any) -> tuple[int, AgentSecrets, Path]:
     return agent, sec, Path(str(ldir))
 
 
-class LdpReleaseMod:
-    """Flower client mod: the release path of :mod:`ldp_audit.release` around a train function.
+class LdpReleaseMod(client.LdpReleaseMod):
+    """Flower client mod: the release path of :mod:`ldp_audit.release` around a train function
+    (the generic mod's steps, :class:`ldp_audit.training.flower.client.LdpReleaseMod`).
 
     After the train function returns, the mod takes the raw gradient it left in process memory,
     charges the agent's own ledger (``<ledger_dir>/agent-<id>.sqlite``, budget = the config's
@@ -159,26 +161,19 @@ class LdpReleaseMod:
     (budget) or any failure gives an error reply: nothing is released.
     """
 
-    def __call__(self, msg: Any, context: Any, call_next: Any) -> Any:
-        from flwr.app import ArrayRecord, ConfigRecord, Error, Message
+    def _before(self, msg: Any, context: Any) -> None:
+        return None
 
-        try:
-            try:
-                out = call_next(msg, context)
-            finally:  # the gradient never outlives this call, whatever happens
-                with _PENDING_LOCK:
-                    raw = _PENDING.pop(msg.metadata.message_id, None)
-            if out.has_error():  # Flower's reason quotes the train function's exception
-                reason = "the train function failed (its message stays on this client)"
-                return Message(Error(code=out.error.code, reason=reason), reply_to=msg)
-            if raw is None:
-                return Message(Error(code=1, reason="no gradient to release"), reply_to=msg)
-            rel = self._release(raw, context)
-        except (BudgetExceeded, LedgerError) as exc:  # about the ledger, not the data
-            return Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
-        except Exception as exc:  # nothing released; a message may quote the private gravity
-            reason = f"{type(exc).__name__} (its message may quote private values: not sent)"
-            return Message(Error(code=2, reason=reason), reply_to=msg)
+    def _taken(self, msg: Any, job: Any) -> Any:
+        with _PENDING_LOCK:  # the gradient never outlives this call, whatever happens
+            return _PENDING.pop(msg.metadata.message_id, None)
+
+    def _sealed(self, out: Any, context: Any, raw: Any) -> Any:
+        from flwr.app import ArrayRecord, ConfigRecord
+
+        if raw is None:
+            raise InvalidParameterError("no gradient to release")
+        rel = self._release(raw, context)
         out.content["report"] = ArrayRecord([np.ascontiguousarray(rel.values)])
         out.content["release"] = ConfigRecord(
             {
@@ -188,7 +183,13 @@ class LdpReleaseMod:
                 "agent": int(raw["agent"]),
             }
         )
-        return out
+        return out.content
+
+    def _refusal(self, exc: Exception) -> str:
+        if isinstance(exc, (BudgetExceeded, LedgerError)):  # about the ledger, not the data
+            return f"{type(exc).__name__}: {exc}"
+        # a message may quote the private gravity
+        return f"{type(exc).__name__} (its message may quote private values: not sent)"
 
     def _release(self, raw: dict[str, Any], context: Any) -> Any:
 
@@ -197,8 +198,7 @@ class LdpReleaseMod:
         ldir.mkdir(parents=True, exist_ok=True)
         total = cfg.budget if cfg.budget is not None else cfg.epsilon
         budget = None if math.isinf(total) else Budget(float(total))
-        ledger = Ledger(str(ldir / f"agent-{agent}.sqlite"))
-        try:
+        with Ledger(str(ldir / f"agent-{agent}.sqlite")) as ledger:
             return privatize_reports(
                 raw["grad"],
                 mechanism=cfg.make_mechanism(),
@@ -210,8 +210,6 @@ class LdpReleaseMod:
                 rng=agent_rng(sec.seed, agent, raw["submission"], 1, len(ledger)),
                 clip=cfg.effective_clip if cfg.mechanism == "none" else None,
             )
-        finally:
-            ledger.close()
 
 
 def _train(msg: Any, context: Any) -> Any:

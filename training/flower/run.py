@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.interrupts import Terminated, interrupted
 from ldp_audit.rundir import RunDir, check_new_dir, read_manifest
 from ldp_audit.validation import check_int
 
@@ -85,20 +86,28 @@ def run_app_project(
     with tempfile.TemporaryDirectory(prefix="ldp-flwr-app-") as tmp:
         app = write(Path(tmp) / "app")
         code = flwr_run(app, run_config=run_config, num_supernodes=clients, **kw)
-    man = read_manifest(run_dir) if run_dir.exists() else None
-    if not man or not (run_dir / "metrics.json").exists():
+    status, rejected = _outcome(run_dir)
+    if status is None:
         raise InvalidParameterError(
             f"the Flower run (flwr run exit {code}) wrote no finished run directory in "
             f"{str(run_dir)!r}; pass log= (CLI: --log FILE) to see Flower's output"
         )
-    rejected = RunDir(run_dir).metrics().get("rejected", [])
-    if man.get("status") != "complete":
+    if status != "complete":
         first = rejected[0]["reason"][:500] if rejected else "unknown"
         raise InvalidParameterError(
-            f"the Flower run in {str(run_dir)!r} ended with status {man.get('status')!r} "
+            f"the Flower run in {str(run_dir)!r} ended with status {status!r} "
             f"(flwr run exit {code}); {len(rejected)} replies refused, the first: {first}"
         )
     return rejected
+
+
+def _outcome(run_dir: Path) -> tuple[str | None, list[dict[str, Any]]]:
+    """A Flower run's run directory: its manifest's status (None while it has no manifest or no
+    metrics.json: not finished) and the replies its server refused (``rejected``)."""
+    man = read_manifest(run_dir) if run_dir.exists() else None
+    if not man or not (run_dir / "metrics.json").exists():
+        return None, []
+    return man.get("status"), RunDir(run_dir).metrics().get("rejected", [])
 
 
 # ==============================================================================================
@@ -113,8 +122,6 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
     by default SIGTERM killed the command and left them behind) one line and exit 130 / 143."""
     import threading
 
-    from ldp_audit.cli import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-
     def _terminate(signum: int, frame: object) -> None:
         raise Terminated()
 
@@ -126,10 +133,7 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        term = isinstance(exc, Terminated)
-        word = "terminated" if term else "interrupted"
-        print(f"{prog}: {word}; files written so far are consistent", file=sys.stderr)
-        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+        return interrupted(prog, exc)
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
@@ -252,12 +256,10 @@ def _run_dir_failed(run_config: Mapping[str, Any], out: Any) -> int:
     if "run-dir" not in run_config:
         return 0
     run_dir = Path(str(run_config["run-dir"]))
-    man = read_manifest(run_dir) if run_dir.exists() else None
-    status = (man or {}).get("status", "not finished (no manifest)")
+    status, rejected = _outcome(run_dir)
     if status == "complete":
         return 0
-    has_metrics = man is not None and (run_dir / "metrics.json").exists()
-    rejected = RunDir(run_dir).metrics().get("rejected", []) if has_metrics else []
+    status = status or "not finished (no manifest)"
     if rejected:
         status += f"; the first of {len(rejected)} refused replies: {rejected[0]['reason']}"
     if out is not subprocess.DEVNULL:

@@ -268,12 +268,6 @@ def ldp_strategy_class() -> Any:
     return LdpStrategy
 
 
-def __getattr__(name: str) -> Any:
-    if name == "LdpStrategy":
-        return ldp_strategy_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def ldp_server_main(
     grid: Any,
     context: Any,
