@@ -192,10 +192,7 @@ def build_report(
     check_int(top, "top", minimum=1)
     data = run if isinstance(run, RunData) else load_run(run, extra=tuple(extra))
     if ledger is None:
-        delta = (data.config.get("mechanism") or {}).get("delta", 0.0)
-        delta = (
-            float(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else 0.0
-        )
+        delta = json_real((data.config.get("mechanism") or {}).get("delta")) or 0.0
         ledger = read_ledger(data.ledger_path, delta=delta, budget=_budget(data))
     model, part = build_parts(
         data, ledger, top=top, sections_registry=sections_registry, figures=figures

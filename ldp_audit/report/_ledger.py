@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import LdpAuditError, RunDirectoryError
+from ldp_audit.rundir.files import json_real
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,5 @@ def _recorded_budget(ledger: Any) -> dict[str, Any] | None:
         b = json.loads(text)
     except (TypeError, ValueError):
         return None
-    eps = b.get("epsilon") if isinstance(b, dict) else None
-    if isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps):
-        return b
-    return None
+    eps = json_real(b.get("epsilon")) if isinstance(b, dict) else None
+    return b if eps is not None and math.isfinite(eps) else None

@@ -37,6 +37,7 @@ def _natural(agent: str) -> tuple[Any, ...]:
 
 def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
     cfg = run.config
+    core_missing = [m for m in (run.sources.get("missing") or "").split(", ") if m]
     present = {
         "secrets.npz": run.has_secrets,
         "audit.json": run.audits is not None,
@@ -53,11 +54,7 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
         "config": cfg["config"],
         "optional_files": present,
         "extra": [str(e) for e in run.extra],
-        "missing": ", ".join(
-            [m for m in (run.sources.get("missing") or "").split(", ") if m]
-            + [m for m in missing if m not in (run.sources.get("missing") or "")]
-        )
-        or None,
+        "missing": ", ".join(dict.fromkeys([*core_missing, *missing])) or None,
         "status": _status_section(run),
     }
 
@@ -148,8 +145,6 @@ def _implied_charges(run: RunData) -> tuple[Counter, dict[str, int]] | str:
     System contract's ``ledger_charges``, for a system whose report part gives no
     ``releases``; why not where the run or the system's code cannot give them (an interrupted
     run without its transcript, a plug-in's ``charges`` that raises)."""
-    from ldp_audit.rundir import RunDir
-
     try:
         rd = RunDir(run.path)
         implied = rd.system.ledger_charges(rd.transcript(), rd.train_config)

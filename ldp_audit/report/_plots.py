@@ -17,7 +17,9 @@ from matplotlib.figure import Figure
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report.markdown import count_noun as plural
 
-_BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
+#: Colours of the core figures (blue, orange, green, red, grey), for a system's own figures too.
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f")
+_BLUE, _ORANGE, _GREEN, _RED, _GREY = COLORS
 _CYCLE = (_BLUE, _ORANGE, _GREEN, "#9467bd")  # one colour per audit in the profile figures
 _MAX_POINTS = 4000  # points per scatter/line: enough for the eye, small PNGs for 90k agents
 
@@ -34,6 +36,11 @@ def _figure(height: float, panels: int = 1) -> tuple[Figure, Any]:
     """A figure 10 inches wide (constrained layout) and its ``panels`` axes side by side."""
     fig = Figure(figsize=(10, height), layout="constrained")
     return fig, fig.subplots(1, panels)
+
+
+def _note(ax: Any, text: str, xy: tuple[float, float], color: str, **kw: Any) -> None:
+    """A note on the axes at ``xy`` in axes fractions (8 pt unless ``kw`` says otherwise)."""
+    ax.annotate(text, xy, xycoords="axes fraction", **{"fontsize": 8, "color": color, **kw})
 
 
 def _short_mech(name: Any) -> str:
@@ -186,18 +193,10 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
     if n_basic_na > 0:
         notes.append(f"basic composition does not apply to {plural(n_basic_na, 'id')} (Gaussian)")
     for k, text in enumerate(notes):
-        ax2.annotate(
-            text, (0.02, 0.92 - 0.07 * k), xycoords="axes fraction", fontsize=8, color=_RED
-        )
+        _note(ax2, text, (0.02, 0.92 - 0.07 * k), _RED)
     if not led.best.size:
-        ax2.annotate(
-            "no local (per-agent) charges: this run's charges are central",
-            (0.5, 0.5),
-            xycoords="axes fraction",
-            ha="center",
-            fontsize=9,
-            color=_GREY,
-        )
+        text = "no local (per-agent) charges: this run's charges are central"
+        _note(ax2, text, (0.5, 0.5), _GREY, ha="center", fontsize=9)
     if best.size:
         hi = float(max(basic.max(initial=0.0), best.max()))
         bins = np.linspace(0, hi * 1.05 + 1e-9, 30)
@@ -331,13 +330,8 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
             ax.plot(d[bad], lo[bad], "x", color=_RED, ms=10, mew=2, label="above the claim")
         top = max(top, float(np.max(lo, initial=0)), float(np.max(cl[fin], initial=0)))
         if (~fin).any():
-            ax.annotate(
-                "no claim at delta = " + ", ".join(f"{x:g}" for x in d[~fin]),
-                (0.01, 0.92 - 0.08 * i),
-                xycoords="axes fraction",
-                fontsize=8,
-                color=c,
-            )
+            text = "no claim at delta = " + ", ".join(f"{x:g}" for x in d[~fin])
+            _note(ax, text, (0.01, 0.92 - 0.08 * i), c)
     ax.set_xscale("symlog", linthresh=lin)
     ax.set(ylim=(0, 1.15 * top + 1e-9), xlabel="delta (symmetric log scale; 0 at the left)")
     ax.set_ylabel("epsilon")

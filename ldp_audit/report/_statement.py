@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report.markdown import count_noun
 from ldp_audit.rundir.files import fmt_number, json_real
 
@@ -118,7 +119,7 @@ def _alt(method: str, epsilon: float, source: str) -> dict[str, Any]:
     return {"method": method, "epsilon": epsilon, "source": source}
 
 
-def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str, Any]:
+def the_claim(run: Any, led: LedgerStats, *, ledger_unit: str = "ledger id") -> dict[str, Any]:
     """The run's one claimed epsilon (with its unit, delta, method and source) and the
     alternatives, each with its method.
 
@@ -142,11 +143,10 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
     by_method = {
         str(k): n for k, v in _obj(priv, "by_method").items() if (n := json_real(v)) is not None
     }
-    ledger_by = dict(led.central_by_method or {}) if led is not None else {}
+    ledger_by = dict(led.central_by_method or {})
     out: dict[str, Any] = dict.fromkeys(("epsilon", "delta", "unit", "method"))
     alts: list[dict[str, Any]] = []
     out.update(source=NOT_RECORDED, per_release=None, releases_per_unit=None, alternatives=alts)
-    ledger_delta = float(led.delta) if led is not None else None
     if "epsilon_per_agent" in priv or "epsilon_total" in priv:  # a per-agent LDP claim
         key = "epsilon_per_agent" if "epsilon_per_agent" in priv else "epsilon_total"
         out.update(
@@ -160,7 +160,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
             per_release=json_real(priv.get("epsilon_per_submission")),
             releases_per_unit=priv.get("rounds") if isinstance(priv.get("rounds"), int) else None,
         )
-        best = float(led.best.max()) if led is not None and led.best.size else None
+        best = float(led.best.max()) if led.best.size else None
         if best is not None and out["epsilon"] is not None and best < out["epsilon"] * (1 - 1e-9):
             meth = ", ".join(sorted(set(led.method)))
             alts.append(_alt(meth, best, "ledger, tightest valid method (largest agent)"))
@@ -182,7 +182,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
                 if m not in seen:
                     seen.add(m)
                     alts.append(_alt(m, v, src))
-    elif led is not None and (led.best.size or led.central):
+    elif led.best.size or led.central:
         # no statement of its own: the ledger's largest spend is the claim
         if led.best.size:
             i = int(led.best.argmax())
@@ -202,7 +202,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
             eps = float(led.central[agent])
             method = _match_method(eps, ledger_by) or "best"
             unit, src = "ledger id (central)", "ledger: the largest central spend"
-        out.update(epsilon=eps, delta=ledger_delta, unit=unit, method=method, source=src)
+        out.update(epsilon=eps, delta=float(led.delta), unit=unit, method=method, source=src)
         if named:
             out["method"] = named
     eps = out["epsilon"]
@@ -395,14 +395,12 @@ def _event_args(ev: Any) -> str:
     return s
 
 
-def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    has_local = led is not None and bool(led.agents)
-    has_central = led is not None and bool(led.central)
+def _generic_facts(run: Any, led: LedgerStats, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
     model = {
         (True, True): "local and central (separate ledger scopes, never summed)",
         (True, False): "local (per-agent charges)",
         (False, True): "central (model-level charges)",
-    }.get((has_local, has_central), NOT_RECORDED)
+    }.get((bool(led.agents), bool(led.central)), NOT_RECORDED)
     rows_l, ev_l = events_words(led, "local")
     rows_c, ev_c = events_words(led, "central")
     kinds = {r["kind"] for r in rows_l + rows_c}
@@ -434,7 +432,7 @@ def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple
 
 def privacy_statement(
     run: Any,
-    led: Any,
+    led: LedgerStats,
     model: dict[str, Any],
     *,
     facts: dict[str, tuple[str, str]] | None = None,

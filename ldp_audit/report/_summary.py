@@ -167,7 +167,7 @@ def link_terms(page: str, terms: list[str]) -> str:
                     if name in stack:
                         del stack[len(stack) - 1 - stack[::-1].index(name) :]
                 elif name in _SKIP or (name == "section" and 'id="glossary"' in part):
-                    stack.append("section" if name == "section" else name)
+                    stack.append(name)
             continue
         if stack or not todo:
             continue

@@ -43,7 +43,7 @@ from typing import Any
 
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData, missing_files
-from ldp_audit.report._plots import figure_png, legend_below, thin
+from ldp_audit.report._plots import COLORS, figure_png, legend_below, thin
 from ldp_audit.report._statement import (
     NOT_RECORDED,
     events_words,
@@ -84,9 +84,6 @@ STATEMENT_KEYS = (
 )
 #: The keys a system's report function may return in its dict form.
 SYSTEM_REPORT_KEYS = ("sections", "releases", "statement", "claimed", "missing")
-
-#: Colours of the core figures (blue, orange, green, red, grey), for a system's own figures.
-COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f")
 
 
 @dataclass(frozen=True)
