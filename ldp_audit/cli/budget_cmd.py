@@ -92,9 +92,6 @@ def register(subparsers: Any) -> None:
         recover="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
         "commit) in place: opens the ledger once with write access, charges nothing; readers "
         "read the committed state without it, from a private copy",
-    )
-    add_flags(
-        p,
         accept_restored="a backup of LEDGER (or of the run's ledger) restored on purpose: after "
         "a full verify, move this key's high-water mark of the ledger back to this copy's head "
         "(a copy with fewer charges, or another chain, than the mark is refused until then); "
