@@ -389,10 +389,7 @@ def _verify_run(args: argparse.Namespace) -> int:
             print(f"ldp-audit: error: {problem}", file=sys.stderr)
         if not args.allow_unverified:
             return 2
-        print(
-            f"UNVERIFIED EVIDENCE (read with --allow-unverified): run root {res.root}",
-            file=sys.stderr,
-        )
+        _unverified(f"run root {res.root}", True, "")
     return exit_code(False, res.ok and res.authenticated)
 
 
