@@ -89,11 +89,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sub.required = True
     first = argv[0] if argv else None
     modules = [_COMMANDS[first]] if first in _COMMANDS else list(dict.fromkeys(_COMMANDS.values()))
-    for name in modules:
-        if name == _COMMANDS["train"] and first in _COMMANDS:  # train/reproduce NAME: one system
-            importlib.import_module(name).register(sub, argv)
-        else:
-            importlib.import_module(name).register(sub)
+    for name in modules:  # train/reproduce NAME: that system's options only
+        one = name == _COMMANDS["train"] and first in _COMMANDS
+        importlib.import_module(name).register(sub, *([argv] if one else []))
     refuse_blank_paths(parser)  # --out '' never falls back to a default (e.g. into a run)
     group_common_options(parser)  # -h: the shared options first, then the command's own
     return parser

@@ -92,9 +92,6 @@ def register(subparsers: Any) -> None:
         recover="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
         "commit) in place: opens the ledger once with write access, charges nothing; readers "
         "read the committed state without it, from a private copy",
-    )
-    add_flags(
-        p,
         accept_restored="a backup of LEDGER (or of the run's ledger) restored on purpose: after "
         "a full verify, move this key's high-water mark of the ledger back to this copy's head "
         "(a copy with fewer charges, or another chain, than the mark is refused until then); "
@@ -392,10 +389,7 @@ def _verify_run(args: argparse.Namespace) -> int:
             print(f"ldp-audit: error: {problem}", file=sys.stderr)
         if not args.allow_unverified:
             return 2
-        print(
-            f"UNVERIFIED EVIDENCE (read with --allow-unverified): run root {res.root}",
-            file=sys.stderr,
-        )
+        _unverified(f"run root {res.root}", True, "")
     return exit_code(False, res.ok and res.authenticated)
 
 

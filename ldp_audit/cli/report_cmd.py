@@ -131,8 +131,9 @@ def _screenshot(paths: dict[str, Path]) -> None:
         seal_analyses(shot.parent.parent, ["report/screenshot.png"])
 
 
-def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
-    return json.dumps(to_jsonable({**paths, **extra}), indent=2, allow_nan=False)
+def _print_paths(paths: dict[str, Path], **extra: Any) -> None:
+    """``--json``: the written paths and ``extra``."""
+    print(json.dumps(to_jsonable({**paths, **extra}), indent=2, allow_nan=False))
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -171,16 +172,14 @@ def _report(args: argparse.Namespace) -> int:
     evidence = max(before, verdict.get("evidence", before), key=list(_EVIDENCE_TAG).index)
     code = exit_code(verdict["status"] == "violation", evidence == "authenticated")
     if args.json:
-        print(
-            _paths_json(
-                paths,
-                verified=checked.ok,
-                evidence=evidence,
-                root=checked.root,
-                verification=checked.to_dict(),
-                verdict=verdict["status"],
-                headline=verdict["headline"],
-            )
+        _print_paths(
+            paths,
+            verified=checked.ok,
+            evidence=evidence,
+            root=checked.root,
+            verification=checked.to_dict(),
+            verdict=verdict["status"],
+            headline=verdict["headline"],
         )
     else:
         tag = _EVIDENCE_TAG[evidence]
@@ -274,14 +273,12 @@ def _demo(args: argparse.Namespace) -> int:
     if args.screenshot:
         _screenshot(res.report)
     if args.json:
-        print(
-            _paths_json(
-                res.report,
-                run_dir=res.run_dir,
-                seconds=res.seconds,
-                verdict=res.verdict,
-                headline=res.headline,
-            )
+        _print_paths(
+            res.report,
+            run_dir=res.run_dir,
+            seconds=res.seconds,
+            verdict=res.verdict,
+            headline=res.headline,
         )
     else:
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in res.seconds.items())

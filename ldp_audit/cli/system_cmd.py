@@ -133,19 +133,28 @@ def _add_common(p: Any, c: Any, json_help: str, cls: Any, title: str, workers: A
         add_arguments(p, cls, skip=c.skip, group_title=f"{title} ({cls.__name__}; generated)")
 
 
-def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
-    summary = getattr(s, "summary", "") or f"the {s.name} system"
-    c = getattr(s, "train_command", None) or systems.Command()
-    p = tsub.add_parser(
+def _command(sub: Any, s: Any, verb: str, short: str, description: str | None) -> tuple[Any, Any]:
+    """``verb NAME``'s parser for the system ``s`` as its ``Command`` declares it (``short`` and
+    ``description``: the defaults), with the command's own options; and that ``Command``."""
+    c = getattr(s, f"{verb}_command", None) or systems.Command()
+    p = sub.add_parser(
         s.name,
-        help=c.help or summary,
-        description=c.description
-        or f"Train one run of {summary} (each config field is an option generated from the "
-        "config class, with its docstring, default and bounds; --set KEY=VALUE, VALUE read as "
-        "JSON, reaches any field).",
+        help=c.help or short,
+        description=c.description or description,
         formatter_class=DefaultsHelpFormatter,
     )
-    _add_options(p, c, f"system {s.name!r} train options")
+    _add_options(p, c, f"system {s.name!r} {verb} options")
+    return p, c
+
+
+def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
+    summary = getattr(s, "summary", "") or f"the {s.name} system"
+    described = (
+        f"Train one run of {summary} (each config field is an option generated from the config "
+        "class, with its docstring, default and bounds; --set KEY=VALUE, VALUE read as JSON, "
+        "reaches any field)."
+    )
+    p, c = _command(tsub, s, "train", summary, described)
     light = _light_config(s) and dataclasses.is_dataclass(s.config_class)
     cls = s.config_class if light else None
     if c.set_option:
@@ -165,14 +174,7 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
     p.set_defaults(func=_generic_train, system_name=s.name)
     if not getattr(s, "reproduce", None):
         return
-    c = getattr(s, "reproduce_command", None) or systems.Command()
-    r = rsub.add_parser(
-        s.name,
-        help=c.help or f"reproduce {summary}",
-        description=c.description or None,
-        formatter_class=DefaultsHelpFormatter,
-    )
-    _add_options(r, c, f"system {s.name!r} reproduce options")
+    r, c = _command(rsub, s, "reproduce", f"reproduce {summary}", None)
     r.add_argument("--out", required=c.out is None, help=_out_help(c, "report folder"))
     add_flags(r, overwrite="replace an earlier report in --out")
     grid = c.config is not None
