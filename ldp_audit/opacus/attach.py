@@ -27,12 +27,12 @@ from ldp_audit.opacus.canaries import (
     ROWS,
     ZERO_RELEASES,
     canary_blocks,
+    check_out,
     dataset_holds,
     noise_sketch,
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows, flat_params
 from ldp_audit.opacus.recorder import NOISE_ARRAYS, UpdateRecorder
-from ldp_audit.rundir import check_new_dir
 from ldp_audit.validation import check_bool, check_choice, check_int, check_real_in
 
 __all__ = ["CanaryAudit", "read_claim"]
@@ -121,7 +121,7 @@ class CanaryAudit:
                 "out must be a path (str) for the run directory, got None (or embed the audit "
                 "in your trainer's run: accountant=..., docs/opacus.md)"
             )
-        self.out = None if self.embedded else _check_out(out)
+        self.out = None if self.embedded else check_out(out)
         self._opt: Any = None
         self._inserted: Any = None
         self._writer: Any = None if not self.embedded else self._embed.writer
@@ -232,7 +232,7 @@ class CanaryAudit:
                 f"shape {u.shape}"
             )
         if not self.embedded:
-            _check_out(self.out)  # again: it may have appeared since __init__
+            check_out(self.out)  # again: it may have appeared since __init__
         if u is None:
             idx, weight = canary_blocks(sizes, self.canaries, self.canary_seed)
         else:  # the caller's dense frame: no blocks (the projections are u^T g)
@@ -874,10 +874,6 @@ def raw_probe(audit: CanaryAudit, dirs: list) -> dict:
             "zero_batch_std": (sq / n) ** 0.5, "zero_batch_p": float(chi2.cdf(sq, n)),
             "zero_batch_equal": same, "zero_batch_equal_p": float(binom.sf(same - 1, n, eq)),
             "zero_batch_n": n, "zero_batch_releases": ZERO_RELEASES}  # fmt: skip
-
-
-def _check_out(out: Any) -> Any:
-    return check_new_dir(out, name="out", can_resume=False, can_overwrite=False)
 
 
 def _accumulated(opt: Any, default: int) -> int:

@@ -24,6 +24,7 @@ __all__ = [
     "NOISE_SKETCH",
     "RECOMMENDED_CANARIES",
     "canary_blocks",
+    "check_out",
     "dataset_holds",
     "noise_sketch",
 ]
@@ -109,6 +110,21 @@ def noise_sketch(sizes: Any, budget: int, seed: int) -> tuple[np.ndarray, np.nda
     idx = [o + np.sort(rng.permutation(n)[:k]) for o, n, k in zip(offs, sizes, take, strict=True)]
     grp = [np.full(k, i, dtype=np.int64) for i, k in enumerate(take)]
     return np.concatenate(idx).astype(np.int64), np.concatenate(grp)
+
+
+def check_out(out: Any) -> Any:
+    """``out`` can receive a new run (the Python API's words: no CLI flags)."""
+    from pathlib import Path
+
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import check_new_dir
+
+    if isinstance(out, (str, Path)) and Path(out).is_dir() and any(Path(out).iterdir()):
+        raise RunDirectoryError(
+            f"out {str(out)!r} already exists and is not empty; a run directory is evidence "
+            f"and is never overwritten or appended to: pass a new out= path"
+        )
+    return check_new_dir(out, name="out", can_resume=False)
 
 
 def dataset_holds(ds: Any, target: Any, depth: int = 0) -> bool:
