@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
+from functools import partialmethod
 from typing import Any, ClassVar
 
 from opacus.accountants import IAccountant, register_accountant
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.writer import declared_event
+from ldp_audit.rundir.paths import check_path_arg
 from ldp_audit.validation import check_bool, check_choice, check_int, check_real_in
 
 __all__ = ["LedgerAccountant", "register_ledger_accountant"]
@@ -61,7 +62,7 @@ class LedgerAccountant(IAccountant):
 
     Args:
         ledger: path of the ledger file (created at the first step); default: the path bound by
-            :func:`register_ledger_accountant`.
+            :func:`register_ledger_accountant` (its class takes another as ``ledger=`` only).
         agent: the ledger agent charged (default ``"model"``, scope ``"central"``, as
             ``CanaryAudit`` and ``train dprl`` charge).
         method: the ledger's composition method ``get_epsilon`` uses (``rdp``, ``prv``, ``pld``
@@ -70,39 +71,31 @@ class LedgerAccountant(IAccountant):
             step that would exceed it raises ``BudgetExceeded`` before its update is applied.
     """
 
-    _ledger: ClassVar[str | os.PathLike[str] | None] = None
     _mechanism: ClassVar[str] = "ldp_audit_ledger"
-    _method: ClassVar[str] = "prv"
-    _agent: ClassVar[str] = "model"
-    _budget: ClassVar[Any] = None
 
     def __init__(
         self,
         ledger: str | os.PathLike[str] | None = None,
         *,
-        agent: str | None = None,
-        method: str | None = None,
+        agent: str = "model",
+        method: str = "prv",
         budget: Any = None,
     ) -> None:
-        path = ledger if ledger is not None else type(self)._ledger
-        if path is None:
+        if ledger is None:
             raise InvalidParameterError(
                 "ledger: no ledger path (pass LedgerAccountant(ledger=...) or register one with "
                 "register_ledger_accountant(path))"
             )
-        if not isinstance(path, (str, os.PathLike)):
-            raise InvalidParameterError(f"ledger must be a path, got {path!r}")
-        self.path = Path(path)
+        self.path = check_path_arg(ledger, "ledger")
         if not self.path.parent.is_dir():
             raise InvalidParameterError(
                 f"ledger {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist"
             )
-        self.agent = type(self)._agent if agent is None else agent
-        if not isinstance(self.agent, str) or not self.agent:
-            raise InvalidParameterError(f"agent must be a non-empty string, got {self.agent!r}")
-        self.method = type(self)._method if method is None else method
-        check_choice(self.method, "method", _METHODS)
-        self.budget = type(self)._budget if budget is None else budget
+        if not isinstance(agent, str) or not agent:
+            raise InvalidParameterError(f"agent must be a non-empty string, got {agent!r}")
+        self.agent = agent
+        self.method = check_choice(method, "method", _METHODS)
+        self.budget = budget
         self._acc: Any = None
         self._planned: list[tuple[float, float, int]] | None = None
 
@@ -231,9 +224,9 @@ def register_ledger_accountant(
     if not isinstance(mechanism, str) or not mechanism:
         raise InvalidParameterError(f"mechanism must be a non-empty string, got {mechanism!r}")
     force = check_bool(force, "force")
-    attrs = {"_ledger": ledger, "_mechanism": mechanism, "_method": method,
-             "_agent": agent, "_budget": budget}  # fmt: skip
-    cls = type("LedgerAccountant", (LedgerAccountant,), attrs)
+    init = partialmethod(LedgerAccountant.__init__, ledger=ledger, agent=agent, method=method,
+                         budget=budget)  # fmt: skip
+    cls = type("LedgerAccountant", (LedgerAccountant,), {"__init__": init, "_mechanism": mechanism})
     cls()  # checks the path, method and agent now, before Opacus holds the class
     try:
         register_accountant(mechanism, cls, force=force)

@@ -70,7 +70,8 @@ class UpdateRecorder:
         # the significand bits of each tensor's released values (at most float32's: the
         # recorder computes in float32), on the sketch: the residual's rounding grain
         bits = [min(24, 1 - round(np.log2(torch.finfo(p.dtype).eps))) for p in params]
-        owner = np.searchsorted(np.cumsum(self._sizes), np.asarray(sketch), side="right")
+        ends = np.cumsum(self._sizes)
+        owner = np.searchsorted(ends, np.asarray(sketch), side="right")
         self._bits = torch.as_tensor(np.asarray(bits, dtype=np.float32)[owner])
         self._dense = dense
         self._idx = torch.as_tensor(idx)
@@ -79,11 +80,9 @@ class UpdateRecorder:
         self._clip = float(clip)
         self._sketch = torch.as_tensor(sketch)
         # the sketch's coordinates per tensor (local), to read p.summed_grad there at clipping
-        sk, o = np.sort(np.asarray(sketch)), 0
-        self._at = []
-        for n in self._sizes:
-            self._at.append(torch.as_tensor(sk[(sk >= o) & (sk < o + n)] - o))
-            o += n
+        sk = np.sort(np.asarray(sketch))
+        self._at = [torch.as_tensor(sk[(sk >= e - n) & (sk < e)] - (e - n))
+                    for e, n in zip(ends, self._sizes, strict=True)]  # fmt: skip
         self._at_flat = torch.as_tensor(sk)
         self._clip_sk: Any = None  # the clipped sum on the sketch, as the last clipping left it
         self._g: Any = None  # (BLOCK, n) released updates of the open block
@@ -132,15 +131,12 @@ class UpdateRecorder:
                 self._s = torch.empty_like(self._g)
                 self._c = torch.empty((BLOCK, len(self._at_flat)), device=dev)
         torch.cat([p.grad.reshape(-1).float() for p in ps], out=self._g[j])
-        sgs = [getattr(p, "summed_grad", None) for p in ps]
-        if all(sg is not None and sg.numel() == n for sg, n in zip(sgs, self._sizes, strict=True)):
-            torch.cat([sg.reshape(-1).float() for sg in sgs], out=self._s[j])
-        else:  # a tensor without a clipped sum: its released noise is unknown (NaN, named)
-            for s, sg, n in zip(self._s[j].split(self._sizes), sgs, self._sizes, strict=True):
-                if sg is not None and sg.numel() == n:
-                    s.copy_(sg.reshape(-1))
-                else:
-                    s.fill_(float("nan"))
+        for s, p, n in zip(self._s[j].split(self._sizes), ps, self._sizes, strict=True):
+            sg = getattr(p, "summed_grad", None)
+            if sg is not None and sg.numel() == n:
+                s.copy_(sg.reshape(-1))
+            else:  # a tensor without a clipped sum: its released noise is unknown (NaN, named)
+                s.fill_(float("nan"))
         if self._clip_sk is None:  # no clipping since the last update
             self._c[j].fill_(float("nan"))
         else:

@@ -40,8 +40,8 @@ __all__ = [
 ]
 
 #: the transcript arrays every audit reads (a run's ``transcript.npz`` lacking one is refused):
-#: the projections, the hooks' per-update fields and the released noise's squares and sketch
-TRANSCRIPT_ARRAYS = ("canary_projection", *(k for k, _ in ROWS), *NOISE_ARRAYS[:2])
+#: the projections, the hooks' per-update fields and the recorder's arrays of the released noise
+TRANSCRIPT_ARRAYS = ("canary_projection", *(k for k, _ in ROWS), *NOISE_ARRAYS)
 
 
 @dataclass
@@ -326,7 +326,7 @@ def _noise_tests(
                               int(cfg["canary_seed"]))  # fmt: skip
     tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=quarter, names=names)
     shape = noise_shape_test(tr["noise_sketch"], groups, sigma=sigma, confidence=quarter,
-                             names=names, grain=tr.get("noise_grain"),
+                             names=names, grain=tr["noise_grain"],
                              unit=(float(claim["max_grad_norm"]), 1.0 / sigma))  # fmt: skip
     tn = _joined(tn, shape, 1.0 - half, p_size=tn["p_value"], shape=shape)
     # the independence test's residual half split over four: pairs, coordinates, offsets, shifts
@@ -357,10 +357,10 @@ def _noise_tests(
 
 
 def _shift_test(tr: dict, sizes: list[int], conf: float, sigma: float) -> dict:
-    """The shift test on the run's ``noise_shift`` (a run recorded before it has none: not
-    run, p None; the coordinates tested in each pair's earlier update from ``noise_sq``) and
-    the same-values test on ``noise_sq`` and the data-dependence test on ``noise_data`` (a run
-    recorded before it: not run), Bonferroni over the three (``same_values``, ``data``)."""
+    """The shift test on the run's ``noise_shift`` (the coordinates tested in each pair's
+    earlier update from ``noise_sq``), the same-values test on ``noise_sq`` and the
+    data-dependence test on ``noise_data``, Bonferroni over the three (``same_values``,
+    ``data``)."""
     from ldp_audit.attacks.one_run_noise import (
         data_dependence_test,
         same_values_test,
@@ -369,22 +369,13 @@ def _shift_test(tr: dict, sizes: list[int], conf: float, sigma: float) -> dict:
 
     third = 1.0 - (1.0 - conf) / 3.0  # a third each: shifts, same values, data
     same = same_values_test(tr["noise_sq"], sizes, sigma=sigma, confidence=third)
-    rho = tr.get("noise_shift")
-    if rho is None:
-        shift = {"rejected": False, "p_value": None, "level": 1.0 - third, "pairs": 0}
-    else:
-        rho = np.asarray(rho, dtype=np.float64)
-        tested = np.isfinite(np.asarray(tr["noise_sq"], dtype=np.float64)) @ np.asarray(sizes)
-        k = np.zeros(rho.shape, dtype=np.int64)
-        for lag in range(1, rho.shape[1] + 1):
-            k[lag:, lag - 1] = tested[:-lag]
-        shift = shift_dependence_test(rho, k, shifts=sum(sizes), confidence=third)
-    data = tr.get("noise_data")  # a run recorded before it has none: not run
-    data = (
-        {"p_value": None}
-        if data is None
-        else data_dependence_test(data, tr["noise_sq"], sizes, confidence=third)
-    )
+    rho = np.asarray(tr["noise_shift"], dtype=np.float64)
+    tested = np.isfinite(np.asarray(tr["noise_sq"], dtype=np.float64)) @ np.asarray(sizes)
+    k = np.zeros(rho.shape, dtype=np.int64)
+    for lag in range(1, rho.shape[1] + 1):
+        k[lag:, lag - 1] = tested[:-lag]
+    shift = shift_dependence_test(rho, k, shifts=sum(sizes), confidence=third)
+    data = data_dependence_test(tr["noise_data"], tr["noise_sq"], sizes, confidence=third)
     return _joined(shift, same, 1.0 - conf, data, same_values=same, data=data)
 
 
