@@ -88,8 +88,9 @@ class SharedFields:
         ``true_epsilon_per_submission`` (d times larger)."""
         return self.epsilon / self.rounds
 
-    def _paper_mechanism(self, reduced_dim: int | None = None) -> Any:
-        """The paper's per-report mechanism: Laplace (Alg. 2), PRS (Alg. 3) or none."""
+    def make_mechanism(self) -> Any:
+        """The per-report mechanism of :mod:`ldp_audit.mechanisms`: Laplace (Alg. 2), PRS
+        (Alg. 3, with ``reduced_dim`` where the config has one) or none."""
         from ldp_audit import mechanisms as M
 
         if self.mechanism == "laplace":
@@ -98,7 +99,7 @@ class SharedFields:
             return M.ProjectedRandomSign(
                 epsilon=self.epsilon_per_submission,
                 clip=self.effective_clip,
-                reduced_dim=reduced_dim,
+                reduced_dim=getattr(self, "reduced_dim", None),
             )
         return M.NoPrivacy()
 
@@ -251,7 +252,7 @@ class PgcA3cConfig(SharedFields):
             return CoordinateLaplace(
                 coordinate_epsilon=self.epsilon_per_submission, clip=self.effective_clip, dim=DIM
             )
-        return self._paper_mechanism(reduced_dim=self.reduced_dim)
+        return super().make_mechanism()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PgcA3cConfig:

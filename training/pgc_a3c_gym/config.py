@@ -105,10 +105,6 @@ class GymPgcConfig(SharedFields):
         requires)."""
         return int(self.episode_steps or self.info.max_episode_steps or 1000)
 
-    def make_mechanism(self) -> Any:
-        """The per-report mechanism (:mod:`ldp_audit.mechanisms`)."""
-        return self._paper_mechanism()
-
     def private_parameter(self) -> dict[str, Any]:
         """``config.json``'s ``private_parameter`` record (read by the generic attack)."""
         return {
