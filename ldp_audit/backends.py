@@ -460,13 +460,13 @@ class WorkProgress:
                     self.queue.shutdown()  # the Ray queue's actor
 
 
-def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> list[R]:
+def _grid_chunk(train_grid: Callable[..., list[R]], fresh: bool, chunk: tuple[Any, ...]) -> list[R]:
     cfgs, seeds, dirs, sink = chunk
     kwargs: dict[str, Any] = {"seed": list(seeds), "progress": False}
     if sink is not None:
         kwargs["_sink"] = sink
     if any(d is not None for d in dirs):
-        kwargs["run_dirs"] = [None if d is None else fresh_run_dir(d) for d in dirs]
+        kwargs["run_dirs"] = [d if d is None or not fresh else fresh_run_dir(d) for d in dirs]
     out = train_grid(list(cfgs), **kwargs)
     if isinstance(sink, ProgressSink):
         sink.flush()
@@ -491,6 +491,7 @@ def grid_runs(
     progress: bool | str | None = None,
     max_retries: int = 3,
     work: Callable[[Any], int] | None = None,
+    fresh: bool = True,
 ) -> list[R]:
     """A grid as a few batched tasks: ``train_grid`` over ``chunks`` groups of configs.
 
@@ -505,6 +506,11 @@ def grid_runs(
     ``trials * max_submissions``), one tqdm bar on stderr in those units, fed from every task
     wherever it runs (``train_grid(..., _sink=...)`` receives ``update(k)`` calls); without
     ``work``, a bar of finished tasks.
+
+    Run directories: each task first moves an earlier attempt's folder aside
+    (:func:`fresh_run_dir`, for a retried task); ``fresh=False`` passes the paths as given, for
+    a ``train_grid`` that checks them itself (``pgc_a3c.train_grid(workers=...)``, whose
+    ``run_mode`` "overwrite" and "resume" take an earlier run there).
     """
     configs, seeds = list(configs), list(seeds)
     dirs = [None] * len(configs) if run_dirs is None else list(run_dirs)
@@ -533,7 +539,7 @@ def grid_runs(
     ]
     try:
         parts = run_tasks(
-            functools.partial(_grid_chunk, train_grid),
+            functools.partial(_grid_chunk, train_grid, fresh),
             tasks,
             backend=backend,
             address=address,

@@ -18,7 +18,7 @@ import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from ldp_audit.cli import main
-from ldp_audit.errors import BudgetExceeded, InvalidParameterError
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
 from ldp_audit.training.gym_envs import check_private_param, make_param_vector_env
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.model import Network, loss_gradients
@@ -413,6 +413,18 @@ def test_cli_gym_refusal_of_a_non_empty_out_suggests_no_resume(tmp_path, capsys)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "already exists" in err and "--overwrite" in err and "--resume" not in err, err
+
+
+def test_train_refuses_a_non_empty_run_dir_without_suggesting_resume(tmp_path) -> None:
+    """train(run_dir=...) of the Python API: a non-empty folder is refused before anything is
+    written, the message suggesting overwrite=True and not --resume (a gym run cannot resume)."""
+    (tmp_path / "junk").write_text("x")
+    cfg = GymPgcConfig(env_id=CAR[0], private_param=CAR[1], values=CAR[2], mechanism="none",
+                       trials=1, n_agents=2, max_submissions=2, episode_steps=5)  # fmt: skip
+    with pytest.raises(RunDirectoryError, match="overwrite=True") as exc:
+        train(cfg, run_dir=tmp_path)
+    assert "--resume" not in str(exc.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["junk"]
 
 
 def test_cartpole_gravity_runs_on_the_paper_engine(capsys, tmp_path, monkeypatch) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +160,18 @@ def test_train_grid_workers_give_the_same_results():
     assert two[0].env_steps == two[2].env_steps == one[0].env_steps  # the grid's total
     with pytest.raises(InvalidParameterError, match="workers"):
         train_grid(cfgs, workers=0)
+
+
+def test_train_grid_workers_write_the_run_directories(tmp_path: Path) -> None:
+    """workers > 1 with run directories: each part writes its configs' runs at the paths given
+    (run_mode "overwrite" replaces the finished runs there), the transcripts those of one
+    batch."""
+    cfgs = [PgcA3cConfig(mechanism="laplace", epsilon=e, trials=1, max_submissions=20)
+            for e in (1.0, 5.0)]  # fmt: skip
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    one = train_grid(cfgs, seed=[4, 5], transcript=True)
+    train_grid(cfgs, seed=[4, 5], run_dirs=dirs, workers=2)
+    two = train_grid(cfgs, seed=[4, 5], run_dirs=dirs, workers=2, run_mode="overwrite")
+    for a, b, d in zip(one, two, dirs, strict=True):
+        np.testing.assert_array_equal(a.transcript["report"], b.transcript["report"])
+        assert json.loads((d / "manifest.json").read_text())["status"] == "complete"

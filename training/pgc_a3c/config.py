@@ -37,18 +37,32 @@ _PAPER_CLIP: dict[str, float] = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
 _PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
 
 
+@dataclass(frozen=True, kw_only=True)
 class SharedFields:
     """What PGC-A3C's configs share (:class:`PgcA3cConfig` and the Gymnasium trainer's
-    :class:`ldp_audit.training.pgc_a3c_gym.config.GymPgcConfig`): the checks of the fields
+    :class:`ldp_audit.training.pgc_a3c_gym.config.GymPgcConfig`): the first fields (the
+    mechanism and the scale of the run, PgcA3cConfig's defaults), the checks of the fields
     both have (same bounds, same messages), the paper's per-mechanism defaults, the per-report
     mechanism and the JSON form of epsilon. The configs call the checks from ``__post_init__``."""
 
-    # the fields the derived values read (declared by each config dataclass; annotations only here)
-    mechanism: str
-    epsilon: float
-    rounds: int
-    clip: float | None
-    buffer_size: int | None
+    mechanism: str = field(default="laplace", metadata=bounds(choices=_MECHANISMS, required=True))
+    """Agent-side randomiser Q: "laplace" (Alg. 2), "prs" (Alg. 3) or "none" (eps = inf)."""
+    epsilon: float = field(default=1.0, metadata=bounds(minimum=0, open_min=True, inf=True))
+    """Total LDP budget of one agent (over its ``rounds`` submissions); forced to inf for none."""
+    trials: int = field(default=20, metadata=bounds(minimum=1))
+    """Independent training runs K (Table 1 uses 20)."""
+    n_agents: int = field(default=9, metadata=bounds(minimum=1))
+    """Concurrent workers per trial (the paper's 9 threads)."""
+    max_submissions: int = field(default=90_000, metadata=bounds(minimum=1))
+    """Submissions per trial before training stops (the paper's N = 90,000)."""
+    rounds: int = field(default=1, metadata=bounds(minimum=1))
+    """Submissions per agent T; each at epsilon/T (section 3.2.1). 1 = the paper's main setting."""
+    clip: float | None = field(default=None, metadata=bounds(minimum=0, open_min=True))
+    """C: L1 sensitivity for Laplace (eq. 19-20), element clip for PRS (eq. 23); finite, > 0
+    (``train pgc-a3c`` also refuses a C whose noisy steps could overflow theta). None = paper
+    default (0.01 Laplace, 1 PRS, 10 for the non-private baseline)."""
+    buffer_size: int | None = field(default=None, metadata=bounds(minimum=1))
+    """MAX_BUF |B| of Algorithm 1. None = paper default (1 Laplace and none, 100 PRS)."""
 
     # ------------------------------------------------------------------------------ checks
     def _check_shared(self) -> None:
@@ -88,8 +102,9 @@ class SharedFields:
         ``true_epsilon_per_submission`` (d times larger)."""
         return self.epsilon / self.rounds
 
-    def _paper_mechanism(self, reduced_dim: int | None = None) -> Any:
-        """The paper's per-report mechanism: Laplace (Alg. 2), PRS (Alg. 3) or none."""
+    def make_mechanism(self) -> Any:
+        """The per-report mechanism of :mod:`ldp_audit.mechanisms`: Laplace (Alg. 2), PRS
+        (Alg. 3, with ``reduced_dim`` where the config has one) or none."""
         from ldp_audit import mechanisms as M
 
         if self.mechanism == "laplace":
@@ -98,7 +113,7 @@ class SharedFields:
             return M.ProjectedRandomSign(
                 epsilon=self.epsilon_per_submission,
                 clip=self.effective_clip,
-                reduced_dim=reduced_dim,
+                reduced_dim=getattr(self, "reduced_dim", None),
             )
         return M.NoPrivacy()
 
@@ -112,24 +127,6 @@ class SharedFields:
 class PgcA3cConfig(SharedFields):
     """Everything that defines a PGC-A3C run (paper defaults, section 4 "Hyper Parameters")."""
 
-    mechanism: str = field(default="laplace", metadata=bounds(choices=_MECHANISMS, required=True))
-    """Agent-side randomiser Q: "laplace" (Alg. 2), "prs" (Alg. 3) or "none" (eps = inf)."""
-    epsilon: float = field(default=1.0, metadata=bounds(minimum=0, open_min=True, inf=True))
-    """Total LDP budget of one agent (over its ``rounds`` submissions); forced to inf for none."""
-    trials: int = field(default=20, metadata=bounds(minimum=1))
-    """Independent training runs K (Table 1 uses 20)."""
-    n_agents: int = field(default=9, metadata=bounds(minimum=1))
-    """Concurrent workers per trial (the paper's 9 threads)."""
-    max_submissions: int = field(default=90_000, metadata=bounds(minimum=1))
-    """Submissions per trial before training stops (the paper's N = 90,000)."""
-    rounds: int = field(default=1, metadata=bounds(minimum=1))
-    """Submissions per agent T; each at epsilon/T (section 3.2.1). 1 = the paper's main setting."""
-    clip: float | None = field(default=None, metadata=bounds(minimum=0, open_min=True))
-    """C: L1 sensitivity for Laplace (eq. 19-20), element clip for PRS (eq. 23); finite, > 0
-    (``train pgc-a3c`` also refuses a C whose noisy steps could overflow theta). None = paper
-    default (0.01 Laplace, 1 PRS, 10 for the non-private baseline)."""
-    buffer_size: int | None = field(default=None, metadata=bounds(minimum=1))
-    """MAX_BUF |B| of Algorithm 1. None = paper default (1 Laplace and none, 100 PRS)."""
     reduced_dim: int | None = field(default=None, metadata=bounds(minimum=1, maximum=DIM))
     """PRS d_hat, in [1, d] (d = 112; PRS only); None = max{1, min{d, floor(eps/2.5)}} at the
     per-submission epsilon."""
@@ -251,7 +248,7 @@ class PgcA3cConfig(SharedFields):
             return CoordinateLaplace(
                 coordinate_epsilon=self.epsilon_per_submission, clip=self.effective_clip, dim=DIM
             )
-        return self._paper_mechanism(reduced_dim=self.reduced_dim)
+        return super().make_mechanism()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PgcA3cConfig:

@@ -236,15 +236,13 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
     return restore
 
 
-def _grid_part(same: dict[str, Any], part: dict[str, Any]) -> list[TrainResult]:
-    """One task of :func:`_train_grid_parallel`: :func:`train_grid` on its configs."""
+def _grid_part(same: dict[str, Any], configs: list[PgcA3cConfig], **kw: Any) -> list[TrainResult]:
+    """One task of :func:`_train_grid_parallel`: :func:`train_grid` on its configs (``kw``:
+    their seeds, run directories and progress sink, from :func:`ldp_audit.backends.grid_runs`)."""
     with warnings.catch_warnings():  # the parent warned already
         warnings.simplefilter("ignore", PrivacyClaimWarning)
         # force: the parent checked the whole grid's size (and honoured force)
-        res = train_grid(**part, **same, progress=False, force=True)
-    if part["_sink"] is not None:
-        part["_sink"].flush()
-    return res
+        return train_grid(configs, **kw, **same, force=True)
 
 
 def _train_grid_parallel(
@@ -256,34 +254,21 @@ def _train_grid_parallel(
     same: dict[str, Any],
 ) -> list[TrainResult]:
     """:func:`train_grid` as ``workers`` tasks of the local process pool of
-    :func:`ldp_audit.backends.run_tasks` (configs dealt round-robin), with the keywords
+    :func:`ldp_audit.backends.grid_runs` (configs dealt round-robin), with the keywords
     ``same`` (transcript, run_mode, engine) for every part."""
     from functools import partial
 
-    from ldp_audit.backends import run_tasks
+    from ldp_audit.backends import grid_runs
 
-    n = len(configs)
-    parts = [list(range(w, n, workers)) for w in range(min(workers, n))]
-    meter = _meter(configs, "pool") if progress else None
-    tasks = [
-        {"configs": [configs[i] for i in idx], "seed": [seeds[i] for i in idx],
-         "run_dirs": [dirs[i] for i in idx], "_sink": None if meter is None else meter.sink}
-        for idx in parts
-    ]  # fmt: skip
     t0 = time.perf_counter()
-    try:
-        res = run_tasks(partial(_grid_part, same), tasks, workers=workers,
-                        _poll=None if meter is None else meter.poll)  # fmt: skip
-    finally:
-        if meter is not None:
-            meter.close()
+    res = grid_runs(partial(_grid_part, same), configs, seeds, dirs, chunks=workers,
+                    workers=workers, progress="pgc-a3c submissions" if progress else None,
+                    work=lambda c: c.trials * c.max_submissions, fresh=False)  # fmt: skip
     secs = time.perf_counter() - t0
-    # env_steps of a part's results count that part's batch; report the grid's total
-    total_steps = sum(int(part[0].env_steps) for part in res)
-    # config i went round-robin to part i % k, at its place i // k there
-    k = len(parts)
-    out = [res[i % k][i // k] for i in range(n)]
-    return [dataclasses_replace(r, env_steps=total_steps, seconds=secs) for r in out]
+    # env_steps of a part's results count that part's batch (part k: configs k, k + parts, ...);
+    # report the grid's total
+    total_steps = sum(int(r.env_steps) for r in res[: min(workers, len(configs))])
+    return [dataclasses_replace(r, env_steps=total_steps, seconds=secs) for r in res]
 
 
 def train(

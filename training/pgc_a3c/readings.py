@@ -19,7 +19,7 @@ per-report epsilon (``P(bound > true epsilon) <= 1 - confidence``), checked agai
 epsilon (the paper's) and, for coordinate clipping, against the true 112 x epsilon as well.
 
 Seeds: row (mechanism, epsilon) gets the seed the main reproduction gives that row
-(``reproduce._setting_seed(seed, index)``), whatever the reading, so trial k of a row starts from
+(``reproduce.setting_seed(seed, index)``), whatever the reading, so trial k of a row starts from
 the same theta and draws the same acting uniforms under every reading (common random numbers);
 the readings differ only in what they change.
 """
@@ -40,11 +40,10 @@ import numpy as np
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
-from ldp_audit.training.pgc_a3c import metrics
+from ldp_audit.training.pgc_a3c import metrics, reproduce
 from ldp_audit.training.pgc_a3c.paper import PAPER
-from ldp_audit.training.pgc_a3c.reproduce import INF, MACHINE, Setting, engine_config, setting_seed
 from ldp_audit.training.pgc_a3c.reproduce_report import rerun_command
-from ldp_audit.training.reproduction import check_fields, provenance, versions, write_report
+from ldp_audit.training.reproduction import provenance, versions, write_report
 
 __all__ = [
     "READINGS",
@@ -91,48 +90,28 @@ CONTROLS: dict[str, tuple[dict[str, Any], str]] = {
         "failure)",
     ),
 }
-EPSILONS = (1.0, 2.0, 5.0, 10.0, INF)
-_OPEN_UNIT = bounds(minimum=0, maximum=1, open_min=True, open_max=True)
+EPSILONS = (1.0, 2.0, 5.0, 10.0, math.inf)
 #: Index of the Laplace row with this epsilon in the main reproduction's grid (its seed).
 _ROW_INDEX = {e: i for i, e in enumerate(EPSILONS)}
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReadingsConfig:
-    """What ``reproduce pgc-a3c --readings`` runs."""
+class ReadingsConfig(reproduce.GridConfig):
+    """What ``reproduce pgc-a3c --readings`` runs (the scale, seed, intervals and backend of
+    :class:`~ldp_audit.training.pgc_a3c.reproduce.GridConfig`, and the audits)."""
 
-    trials: int = field(default=20, metadata=bounds(minimum=1))
-    """K per setting."""
-    max_submissions: int = field(default=90_000, metadata=bounds(minimum=metrics.WINDOW))
-    """Horizon per trial (the paper: 90,000); trials stop at their FST."""
-    seed: int = field(default=0, metadata=bounds(minimum=0))
-    """Master seed (the main reproduction's: row seeds are shared with it)."""
     audit_samples: int = field(default=200_000, metadata=bounds(minimum=1000))
     """Auditor samples per input of each pair."""
-    audit_confidence: float = field(default=0.95, metadata=_OPEN_UNIT)
+    audit_confidence: float = field(
+        default=0.95, metadata=bounds(minimum=0, maximum=1, open_min=True, open_max=True)
+    )
     """Confidence of each audited lower bound."""
-    confidence: float = field(default=0.95, metadata=_OPEN_UNIT)
-    """Level of the learning measures' intervals."""
-    n_resamples: int = field(default=10_000, metadata=bounds(minimum=100))
-    """Bootstrap resamples per interval."""
-    workers: int = field(default=1, metadata=bounds(minimum=1))
-    """Processes, or Ray CPUs started here (results do not depend on it)."""
-    backend: str = "local"
-    """Where the runs go (:mod:`ldp_audit.backends`): "local" or "ray" (same results)."""
-    address: str | None = None
-    """Ray cluster address (``backend="ray"`` only; None: start Ray here)."""
     controls: bool = True
     """Also run the controls (noiseless clipped baselines, literal eq. 18)."""
     audit_epsilons: tuple[float, ...] = field(
         default=(1.0, 2.0, 5.0, 10.0), metadata=bounds(minimum=0, open_min=True)
     )
     """The epsilons whose mechanisms are audited (finite, > 0)."""
-
-    def __post_init__(self) -> None:
-        from ldp_audit.backends import check_backend
-
-        check_fields(self)  # each field's type and bounds, the field named in the error
-        check_backend(self.backend, self.address, self.workers)
 
 
 class ClaimedAs:
@@ -171,19 +150,22 @@ def _configs(cfg: ReadingsConfig) -> list[tuple[str, dict[str, Any], Any, int]]:
         for eps in EPSILONS
     ]
     if cfg.controls:
-        plan += [(name, "sample", INF, opts, True) for name, (opts, _) in CONTROLS.items()]
+        plan += [(name, "sample", math.inf, opts, True) for name, (opts, _) in CONTROLS.items()]
     out = []
     for name, acting, eps, opts, control in plan:
         # the non-private row of a reading has no clip to change; a control's mechanism is
         # the non-private one an infinite epsilon gives
         drop = "mechanism" if control else "clip_kind" if math.isinf(eps) else ""
         opts = {k: v for k, v in opts.items() if k != drop}
-        c = engine_config(
-            Setting("laplace", eps, 1, cfg.trials, True), cfg.max_submissions, acting, opts
+        c = reproduce.engine_config(
+            reproduce.Setting("laplace", eps, 1, cfg.trials, True),
+            cfg.max_submissions,
+            acting,
+            opts,
         )
         meta = {"reading": name, "acting": acting, "epsilon": eps, "control": control}
         key = f"control-{name}" if control else _key(name, acting, eps)
-        out.append((key, meta, c, setting_seed(cfg.seed, _ROW_INDEX[eps])))
+        out.append((key, meta, c, reproduce.setting_seed(cfg.seed, _ROW_INDEX[eps])))
     return out
 
 
@@ -263,7 +245,6 @@ def run_readings(
         JSON-able results: per setting its FSTs and the Table 1-3 measures, the audits, timing.
     """
     from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning
-    from ldp_audit.training.pgc_a3c.reproduce import engine_grid
 
     if not isinstance(cfg, ReadingsConfig):
         raise InvalidParameterError(f"cfg must be a ReadingsConfig, got {type(cfg).__name__}")
@@ -271,7 +252,7 @@ def run_readings(
     t0 = time.perf_counter()
     with warnings.catch_warnings():  # the true epsilon is charged and reported below
         warnings.simplefilter("ignore", PrivacyClaimWarning)
-        res = engine_grid(
+        res = reproduce.engine_grid(
             [c for _, _, c, _ in plan],
             [s for *_, s in plan],
             backend=cfg.backend,
@@ -284,7 +265,7 @@ def run_readings(
         "question": "which readings of Ono & Takahashi (2020) reach its tables, and what each "
         "costs in privacy (audited)",
         "config": asdict(cfg),
-        **provenance(MACHINE),
+        **provenance(reproduce.MACHINE),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(),
         "readings": {k: {"options": o, "description": d} for k, (o, d) in READINGS.items()},
@@ -296,7 +277,7 @@ def run_readings(
     }
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 2**31 + 1]))
     for (key, meta, c, seed), r, child in zip(plan, res, rng.spawn(len(plan)), strict=True):
-        ref_key = _key(meta["reading"], meta["acting"], INF) if not meta["control"] else None
+        ref_key = _key(meta["reading"], meta["acting"], math.inf) if not meta["control"] else None
         ref = metrics.first_success_time(zetas[ref_key]) if ref_key in zetas else None
         summary = metrics.summarize(
             zetas[key],

@@ -44,6 +44,7 @@ from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.reproduction import check_fields, provenance, versions
 
 __all__ = [
+    "GridConfig",
     "ReproduceConfig",
     "Setting",
     "engine_config",
@@ -62,15 +63,45 @@ _AT_LEAST_1 = bounds(minimum=1)
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReproduceConfig:
-    """What to run. The defaults are the paper's experiment."""
+class GridConfig:
+    """What both PGC-A3C reproductions take (:class:`ReproduceConfig`, Tables 1-3, and
+    :class:`~ldp_audit.training.pgc_a3c.readings.ReadingsConfig`, the readings): the scale, the
+    seed, the intervals and where the grid runs, checked by name and value."""
 
     trials: int = field(default=20, metadata=_AT_LEAST_1)
     """K, independent training runs per setting (the paper: 20)."""
     max_submissions: int = field(default=90_000, metadata=bounds(minimum=metrics.WINDOW))
-    """Submissions per run and the x-axis end of Figure 3 / the AUC (the paper: 90,000)."""
+    """Submissions per run and the x-axis end of Figure 3 / the AUC (the paper: 90,000);
+    trials that stop at their FST end earlier."""
     seed: int = field(default=0, metadata=bounds(minimum=0))
-    """Master seed; each setting gets its own stream derived from it."""
+    """Master seed; each setting gets its own stream derived from it (the readings give each
+    row the seed the main reproduction gives it)."""
+    confidence: float = field(
+        default=0.95, metadata=bounds(minimum=0, maximum=1, open_min=True, open_max=True)
+    )
+    """Level of every confidence interval of the learning measures."""
+    n_resamples: int = field(default=10_000, metadata=bounds(minimum=100))
+    """Bootstrap resamples per interval (at least 100, as :func:`metrics.median_ci` takes)."""
+    workers: int = field(default=1, metadata=_AT_LEAST_1)
+    """Processes (``backend="local"``) or Ray CPUs started here (``backend="ray"`` without
+    ``address``) the grid is spread over; results do not depend on it."""
+    backend: str = "local"
+    """Where the grid runs (:mod:`ldp_audit.backends`): "local" (this process, or a local
+    process pool with ``workers`` > 1) or "ray"; results do not depend on it."""
+    address: str | None = None
+    """Ray cluster address (``backend="ray"`` only; None: start Ray on this machine)."""
+
+    def __post_init__(self) -> None:
+        from ldp_audit.backends import check_backend
+
+        check_fields(self)  # each field's type and bounds, the field named in the error
+        check_backend(self.backend, self.address, self.workers)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReproduceConfig(GridConfig):
+    """What to run. The defaults are the paper's experiment."""
+
     epsilons: tuple[float, ...] = field(
         default=(1.0, 2.0, 5.0, 10.0, INF), metadata=bounds(minimum=0, open_min=True, inf=True)
     )
@@ -88,22 +119,8 @@ class ReproduceConfig:
     """Stop a grid trial once its FST is known (Tables 1-3 and Figure 3 need only FSTs); the
     Figure 2 curves are then taken from separate full-length runs. ``False`` runs every grid
     trial to ``max_submissions`` (and takes Figure 2's grid settings from the grid)."""
-    confidence: float = field(
-        default=0.95, metadata=bounds(minimum=0, maximum=1, open_min=True, open_max=True)
-    )
-    """Level of every confidence interval."""
-    n_resamples: int = field(default=10_000, metadata=_AT_LEAST_1)
-    """Bootstrap resamples per interval."""
     acting: str = field(default="argmax", metadata=bounds(choices=("argmax", "sample")))
     """``PgcA3cConfig.acting`` of every run: "argmax" (the paper as printed) or "sample"."""
-    workers: int = field(default=1, metadata=_AT_LEAST_1)
-    """Processes (``backend="local"``) or Ray CPUs started here (``backend="ray"`` without
-    ``address``) the grid is spread over; results do not depend on it."""
-    backend: str = "local"
-    """Where the grid runs (:mod:`ldp_audit.backends`): "local" (this process, or a local
-    process pool with ``workers`` > 1) or "ray"; results do not depend on it."""
-    address: str | None = None
-    """Ray cluster address (``backend="ray"`` only; None: start Ray on this machine)."""
     chunks: int | None = field(default=None, metadata=_AT_LEAST_1)
     """Tasks the configs are dealt into (each one ``train_grid`` batch); None: ``workers``
     for a local pool or Ray here, the cluster's CPU count (at most the number of configs) with
@@ -121,12 +138,6 @@ class ReproduceConfig:
     """``train_grid``'s engine: "fused" (the compiled block kernel) or "lockstep" (one Python
     lock-step per step). Results are bit for bit the same (tests/test_fused_pgc.py); the fused
     engine is faster."""
-
-    def __post_init__(self) -> None:
-        from ldp_audit.backends import check_backend
-
-        check_fields(self)
-        check_backend(self.backend, self.address, self.workers)
 
 
 @dataclass(frozen=True)

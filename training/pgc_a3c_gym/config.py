@@ -45,17 +45,10 @@ class GymPgcConfig(SharedFields):
     and kept as a tuple of floats by :func:`~ldp_audit.training.gym_envs.check_private_param`)."""
     env_module: str | None = None
     """A module to import first, which registers the environment (a user env)."""
-    mechanism: str = "laplace"
-    """"laplace" (Alg. 2), "prs" (Alg. 3) or "none" (L1-clipped, no noise)."""
-    epsilon: float = 1.0
-    """Total LDP budget of one agent over its ``rounds`` reports (inf for "none")."""
     trials: int = 1
-    n_agents: int = 9
+    """Independent training runs K (the paper's engine: 20)."""
     max_submissions: int = 2000
-    rounds: int = 1
-    """Reports per agent (each at epsilon / rounds; the agent keeps its value)."""
-    clip: float | None = None
-    buffer_size: int | None = None
+    """Submissions per trial before training stops."""
     eta: float = 0.5
     gamma: float = 0.99
     lam: float = 0.5
@@ -104,10 +97,6 @@ class GymPgcConfig(SharedFields):
         """The episode cap actually used (a spec's cap is >= 1, as Gymnasium's TimeLimit
         requires)."""
         return int(self.episode_steps or self.info.max_episode_steps or 1000)
-
-    def make_mechanism(self) -> Any:
-        """The per-report mechanism (:mod:`ldp_audit.mechanisms`)."""
-        return self._paper_mechanism()
 
     def private_parameter(self) -> dict[str, Any]:
         """``config.json``'s ``private_parameter`` record (read by the generic attack)."""

@@ -95,13 +95,11 @@ def train(
     seed = check_int(seed, "seed", minimum=0)
     check_bool(progress, "progress")
     check_bool(overwrite, "overwrite")
-    from ldp_audit.rundir import check_new_dir
     from ldp_audit.training.pgc_a3c.privacy import make_accountant
     from ldp_audit.training.pgc_a3c.run_dir import open_writer, write_run
 
     writer = None
-    if run_dir is not None:
-        check_new_dir(run_dir, name="run_dir", overwrite=overwrite)
+    if run_dir is not None:  # RunWriter checks the path first (new or empty; no resume)
         extra = {"private_parameter": cfg.private_parameter()}
         mode = "overwrite" if overwrite else "new"
         writer = open_writer(run_dir, cfg, seed, mode=mode, algorithm=ALGORITHM, extra=extra)
