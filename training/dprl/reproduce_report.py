@@ -120,14 +120,9 @@ def _ci(lo_hi: Any) -> str:
 
 def _convergence(res: dict[str, Any], row: dict[str, Any]) -> str:
     """A table row's median convergence episode and its order-statistic interval, from the
-    row's per-seed runs in ``res`` (unsolved seeds are inf and count; results.json written
-    before this rule held a bootstrap of the solved seeds' mean there instead)."""
+    row's per-seed runs in ``res`` (unsolved seeds are inf and count)."""
     key = ("algo", "family", "sigma", "clip_only")
-    conv = [
-        x["convergence_episode"] for x in res.get("runs") or () if all(x[k] == row[k] for k in key)
-    ]
-    if not conv:
-        return f"{_f(row['convergence_median'], 4)} {_ci(row['convergence_ci95'])}"
+    conv = [x["convergence_episode"] for x in res["runs"] if all(x[k] == row[k] for k in key)]
     med, lo, hi, _ = median_ci(conv)
     return f"{_f(med, 4)} {_ci((lo, hi))}"
 

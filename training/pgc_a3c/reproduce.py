@@ -272,13 +272,11 @@ def engine_grid(
     for c in configs:  # the library's warning, once, in this process
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
             warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=2)
-    if chunks is None:
-        chunks = workers or 1
-        if backend == "ray" and (address is not None or workers is None):
-            from ldp_audit.backends import init_ray
+    if chunks is None and backend == "ray" and (address is not None or workers is None):
+        from ldp_audit.backends import init_ray
 
-            ray = init_ray(address, workers)  # InvalidParameterError if Ray is missing
-            chunks = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        ray = init_ray(address, workers)  # InvalidParameterError if Ray is missing
+        chunks = max(1, int(ray.cluster_resources().get("CPU", 1)))
     if engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     if grid_fn is None:
@@ -289,7 +287,7 @@ def engine_grid(
         grid_fn,
         configs,
         seeds,
-        chunks=min(chunks, len(configs)),
+        chunks=chunks,  # None: workers; at most the number of configs
         backend=backend,
         address=address,
         workers=workers,

@@ -153,10 +153,8 @@ def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
         for measure in _CELL_DIGITS:
             ci_key = f"{measure}_ci"
             paper = PAPER[measure][m].get(e)
-            if paper is None or ci_key not in entry:
-                continue
-            if measure == "relative_auc" and entry[measure] is None:
-                continue  # no reference curve to compare against
+            if paper is None or ci_key not in entry or entry[measure] is None:
+                continue  # None: a relative AUC without its reference curve
             lo, hi = (_inf_float(v) for v in entry[ci_key])
             where = "inside" if lo <= paper <= hi else ("below" if paper < lo else "above")
             out.append(
