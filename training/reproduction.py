@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.rundir.files import json_real, read_json
+from ldp_audit.rundir.files import json_real, read_json, to_jsonable, write_json_file
 
 __all__ = [
     "cache_path",
@@ -225,8 +225,6 @@ def write_report(
     """Write ``results.json`` (numpy values and infinities as :func:`ldp_audit.rundir.to_jsonable`
     writes them; no NaN) and ``pages(results, notes)`` (file name -> text; ``notes``: the
     folder's notes.md) into ``out``; returns the paths written."""
-    from ldp_audit.rundir import to_jsonable
-
     p = Path(out)
     p.mkdir(parents=True, exist_ok=True)
     written = [p / "results.json"]
@@ -252,8 +250,6 @@ def cache_path(cache: str | os.PathLike[str] | None, kind: str, spec: Any) -> Pa
 def cached(path: Path | None, make: Callable[[], Any]) -> Any:
     """``make()``, or the result a previous (interrupted) reproduction left in ``path``; a new
     result is written there atomically."""
-    from ldp_audit.rundir.files import write_json_file
-
     if path is not None and path.is_file():
         try:
             return restore(json.loads(path.read_text()))

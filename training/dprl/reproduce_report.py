@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ldp_audit.config import config_from_dict
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.dprl.algos import SOLVED_WINDOW, window_means
+from ldp_audit.training.dprl.config import ReproduceSettings
 from ldp_audit.training.dprl.reproduce_runs import levels as grid_levels
 from ldp_audit.training.frd.trends import median_ci
 from ldp_audit.training.reproduction import restore
 from ldp_audit.training.reproduction_statement import readme_page
-
-if TYPE_CHECKING:
-    from ldp_audit.training.dprl.config import ReproduceSettings
 
 __all__ = ["figures", "pages", "readme"]
 
@@ -226,9 +225,6 @@ def _audit_lines(res: dict[str, Any], s: ReproduceSettings) -> list[str]:
 def pages(res: dict[str, Any], notes: str | None = None) -> dict[str, str]:
     """The report's text pages (file name -> text): README.md from ``res`` (results.json, or the
     results in memory), with the settings it records (notes.md stays beside it)."""
-    from ldp_audit.config import config_from_dict
-    from ldp_audit.training.dprl.config import ReproduceSettings
-
     doc = restore(res)
     return {"README.md": readme(doc, config_from_dict(ReproduceSettings, doc["settings"]))}
 

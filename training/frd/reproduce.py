@@ -34,12 +34,12 @@ from ldp_audit.backends import ProgressSink, WorkProgress, backend_options, desc
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import fmt_number as num
-from ldp_audit.training.device import DEVICES
+from ldp_audit.training.device import DEVICES, resolve_device
 from ldp_audit.training.frd.config import FrdConfig, read_list, setting_config
 from ldp_audit.training.frd.engine import arch_batches, train_batch
 from ldp_audit.training.frd.run import train
 from ldp_audit.training.frd.trends import median_ci, trend_tests
-from ldp_audit.training.reproduction import check_fields, provenance, write_report
+from ldp_audit.training.reproduction import check_fields, provenance, read_results, write_report
 from ldp_audit.training.reproduction_statement import readme_page
 
 __all__ = ["ReproduceSettings", "reproduce", "rerender", "readme_markdown", "pages"]
@@ -162,8 +162,6 @@ def reproduce(
         raise InvalidParameterError(
             f"settings must be a ReproduceSettings, got {type(settings).__name__}"
         )
-    from ldp_audit.training.device import resolve_device
-
     # "cuda" without CUDA: refused before any work; every run (and worker) gets the resolved
     # device, not "auto" (a CPU reproduction's configs are exactly those of before)
     device = resolve_device(settings.device)
@@ -224,8 +222,6 @@ def rerender(out: str | Path) -> dict[str, Any]:
     """Rewrite ``out``'s README.md, figures and the ``trends`` of results.json from the
     results.json there (no training): what ``reproduce`` writes from the same numbers, for a
     report whose run was made by an earlier version of the rendering code."""
-    from ldp_audit.training.reproduction import read_results
-
     doc = read_results(out, "out")
     doc.pop("trends", None)
     doc["trends"] = trend_tests(doc["rows"])

@@ -31,6 +31,7 @@ import math
 import os
 import platform
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -41,6 +42,7 @@ import numpy as np
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c import metrics
+from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning, coordinate_warning
 from ldp_audit.training.reproduction import check_fields, provenance, versions
 
 __all__ = [
@@ -228,10 +230,7 @@ def quiet_train_grid(configs: list[Any], engine: str = "fused", **kwargs: Any) -
     coordinate-clipping :class:`PrivacyClaimWarning` (the driver warns once, see
     :func:`engine_grid`): the task that :func:`ldp_audit.backends.grid_runs` ships to a worker.
     """
-    import warnings
-
     from ldp_audit.training.pgc_a3c.grid import train_grid
-    from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyClaimWarning)
@@ -263,10 +262,7 @@ def engine_grid(
     worker killed and retried by Ray starts a fresh ledger and nothing is charged twice.
     ``grid_fn`` replaces :func:`quiet_train_grid` (tests; it must be a module-level function).
     """
-    import warnings
-
     from ldp_audit.backends import check_backend, grid_runs
-    from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning, coordinate_warning
 
     backend, address, workers = check_backend(backend, address, workers)
     for c in configs:  # the library's warning, once, in this process
