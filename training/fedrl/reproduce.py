@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import platform
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -362,11 +360,7 @@ def reproduce(
     res: dict[str, Any] = {
         "config": asdict(rc),
         "command": command,
-        **provenance(
-            f"{platform.machine()}, {platform.processor() or 'cpu'}; "
-            f"{os.cpu_count()} cores seen by the process",
-            device,
-        ),
+        **provenance(device),
         "paper": PAPER_TABLE1,
         "table1": {},
         "fig4": {},

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import platform
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -206,10 +205,7 @@ def reproduce(
         "load_average_at_end": list(os.getloadavg()),
         "command": command or "ldp-audit reproduce frd",
         # where the distillation ran (auto resolved); the cpu option: recorded as before it
-        **provenance(
-            f"{platform.machine()}, {os.cpu_count()} cores (shared)",
-            None if S.device == "cpu" else device,
-        ),
+        **provenance(None if S.device == "cpu" else device),
         "backend": dict(where),
     }
     doc["trends"] = trend_tests(rows)

@@ -39,11 +39,12 @@ import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir.writer import versions
 from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.pgc_a3c.paper import PAPER
-from ldp_audit.training.pgc_a3c.reproduce import INF, MACHINE, Setting, engine_config, setting_seed
+from ldp_audit.training.pgc_a3c.reproduce import INF, Setting, engine_config, setting_seed
 from ldp_audit.training.pgc_a3c.reproduce_report import rerun_command
-from ldp_audit.training.reproduction import check_fields, provenance, versions, write_report
+from ldp_audit.training.reproduction import check_fields, provenance, write_report
 from ldp_audit.training.reproduction_statement import readme_page
 
 __all__ = [
@@ -284,7 +285,7 @@ def run_readings(
         "question": "which readings of Ono & Takahashi (2020) reach its tables, and what each "
         "costs in privacy (audited)",
         "config": asdict(cfg),
-        **provenance(MACHINE),
+        **provenance(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(),
         "readings": {k: {"options": o, "description": d} for k, (o, d) in READINGS.items()},

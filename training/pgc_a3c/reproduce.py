@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import platform
 import time
 import warnings
 from collections.abc import Callable
@@ -41,9 +39,10 @@ import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir.writer import versions
 from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning, coordinate_warning
-from ldp_audit.training.reproduction import check_fields, provenance, versions
+from ldp_audit.training.reproduction import check_fields, provenance
 
 __all__ = [
     "ReproduceConfig",
@@ -57,7 +56,6 @@ INF = float("inf")
 #: Buffer sizes the paper uses in Tables 1-3 (section 4.1): Laplace |B| = 1, PRS |B| = 100.
 PAPER_BUFFER = {"laplace": 1, "prs": 100}
 MECHANISMS = ("laplace", "prs")
-MACHINE = f"{os.cpu_count()}-core {platform.machine()} CPU"
 #: ``train_grid`` engines a reproduction may use (identical results; "fused" is faster)
 ENGINES = ("fused", "lockstep")
 _AT_LEAST_1 = bounds(minimum=1)
@@ -333,7 +331,7 @@ def run_reproduction(
     results: dict[str, Any] = {
         "paper": "Ono & Takahashi 2020, Locally Private Distributed Reinforcement Learning",
         "config": to_jsonable(asdict(cfg)),
-        **provenance(MACHINE),
+        **provenance(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(),
         "settings": {},
