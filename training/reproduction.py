@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.rundir.files import json_real, read_json
+from ldp_audit.rundir.files import json_real, read_json, to_jsonable, write_json_file
+from ldp_audit.rundir.writer import machine
 
 __all__ = [
     "cache_path",
@@ -46,7 +47,6 @@ __all__ = [
     "read_results",
     "restore",
     "to_float",
-    "versions",
     "write_report",
 ]
 
@@ -159,19 +159,6 @@ def machine_fingerprint() -> dict[str, Any]:
     return fp
 
 
-def versions() -> dict[str, str]:
-    """The installed versions of the toolkit and its numeric libraries ("not installed")."""
-    import importlib.metadata as md
-
-    out = {}
-    for pkg in ("ldp-audit", "numpy", "scipy", "torch", "gymnasium"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
-
-
 def loadavg() -> list[float] | None:
     """The 1/5/15-minute load averages (None where the OS has none): how loaded the machine
     was, for the record of the wall time."""
@@ -181,11 +168,12 @@ def loadavg() -> list[float] | None:
         return None
 
 
-def provenance(machine: str, device: str | None = None) -> dict[str, Any]:
-    """The record a results.json keeps of where it was made: ``machine`` (the words the
-    report prints), its :func:`machine_fingerprint` and, given a ``device`` (the resolved torch
-    device), the device and on CUDA the card's name."""
-    out: dict[str, Any] = {"machine": machine, "fingerprint": machine_fingerprint()}
+def provenance(device: str | None = None) -> dict[str, Any]:
+    """The record a results.json keeps of where it was made: the machine in words (the report
+    prints them; :func:`ldp_audit.rundir.writer.machine`, as a run's config.json says it), its
+    :func:`machine_fingerprint` and, given a ``device`` (the resolved torch device), the device
+    and on CUDA the card's name."""
+    out: dict[str, Any] = {"machine": machine(), "fingerprint": machine_fingerprint()}
     if device is not None:
         out["device"] = device
         if device == "cuda":
@@ -225,8 +213,6 @@ def write_report(
     """Write ``results.json`` (numpy values and infinities as :func:`ldp_audit.rundir.to_jsonable`
     writes them; no NaN) and ``pages(results, notes)`` (file name -> text; ``notes``: the
     folder's notes.md) into ``out``; returns the paths written."""
-    from ldp_audit.rundir import to_jsonable
-
     p = Path(out)
     p.mkdir(parents=True, exist_ok=True)
     written = [p / "results.json"]
@@ -252,8 +238,6 @@ def cache_path(cache: str | os.PathLike[str] | None, kind: str, spec: Any) -> Pa
 def cached(path: Path | None, make: Callable[[], Any]) -> Any:
     """``make()``, or the result a previous (interrupted) reproduction left in ``path``; a new
     result is written there atomically."""
-    from ldp_audit.rundir.files import write_json_file
-
     if path is not None and path.is_file():
         try:
             return restore(json.loads(path.read_text()))

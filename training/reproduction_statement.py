@@ -22,12 +22,14 @@ import re
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.reproduction import to_float as _f
 
 __all__ = [
     "system_of",
     "statement_lines",
+    "readme_page",
     "fingerprint_words",
     "report_folder",
 ]
@@ -431,3 +433,11 @@ def statement_lines(res: dict[str, Any], folder: str | None = None) -> list[str]
     system = system_of(res)
     where = folder or report_folder(res)
     return [*_BUILDERS[system](res), _rerun_line(system, res, where), ""]
+
+
+def readme_page(title: str, res: dict[str, Any], body: list[str], notes: str | None = None) -> str:
+    """A reproduction's README.md: ``# title``, the block of :func:`statement_lines`, the
+    ``body`` lines, then the folder's hand-written ``notes`` (stripped) if the page includes
+    them; wrapped like every generated page (:func:`ldp_audit.report.markdown.wrap_markdown`)."""
+    tail = ["", notes.strip()] if notes else []
+    return wrap_markdown("\n".join([f"# {title}", "", *statement_lines(res), *body, *tail, ""]))

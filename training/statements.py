@@ -9,7 +9,6 @@ claim, its alternatives, the audit's numbers) is the core report's, the same for
 
 from __future__ import annotations
 
-import importlib
 import math
 from pathlib import Path
 from typing import Any
@@ -237,9 +236,9 @@ def _system_report(sections: str, facts_of: Any, unit: str | None = None) -> Any
     def report(
         run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
     ) -> dict[str, Any]:
-        module, _, name = sections.partition(":")
-        trainer_sections = getattr(importlib.import_module(module), name)
-        out: dict[str, Any] = {"sections": trainer_sections(run_dir, extra)}
+        from ldp_audit.systems import resolve
+
+        out: dict[str, Any] = {"sections": resolve(sections, "report sections")(run_dir, extra)}
         if context is not None:
             out["statement"] = {k: [v[0], v[1]] for k, v in facts_of(context).items()}
             if unit:

@@ -25,7 +25,6 @@ README in :mod:`ldp_audit.training.dprl.reproduce_report`.
 from __future__ import annotations
 
 import math
-import platform
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -161,7 +160,7 @@ def reproduce(
         "wall_seconds": wall,
         # every run once (a sigma-0 run is a row of both families)
         "cpu_seconds": float(sum(r.get("cpu_seconds", 0.0) for r in made.values())),
-        **provenance(f"{platform.machine()} {platform.system()}, 2 shared cores (loaded)"),
+        **provenance(),
         "command": command,
         "runs": [{k: v for k, v in r.items() if k != "privacy"} for r in runs],
     }

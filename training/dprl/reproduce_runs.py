@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ldp_audit.training.dprl.config import DprlConfig, ReproduceSettings
 from ldp_audit.training.reproduction import cache_path, cached
-
-if TYPE_CHECKING:
-    from ldp_audit.training.dprl.config import ReproduceSettings
 
 __all__ = [
     "AUDIT_DQN",
@@ -163,7 +161,6 @@ def run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None
     def train_one() -> dict[str, Any]:
         import time as _time
 
-        from ldp_audit.training.dprl.config import DprlConfig
         from ldp_audit.training.dprl.trainer import train
 
         one_thread()
@@ -262,7 +259,6 @@ def audit_one(case: dict[str, Any], s: ReproduceSettings, cache: str | None = No
         one_thread()
 
         from ldp_audit.attacks.one_run_dprl import audit_run
-        from ldp_audit.training.dprl.config import DprlConfig
         from ldp_audit.training.dprl.trainer import train
 
         hooks = broken_hooks()[case["broken"]] if case["broken"] else None  # rebuilt: picklable

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import platform
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -300,8 +298,7 @@ def _table1_size(rc: ReproConfig, index: int, runs: list[dict[str, Any]]) -> dic
     lists them (methods, then runs), with the random policy under both meeting rules."""
 
     cfg = _table1_config(rc, index)
-    order = {(m, r): i for i, (m, r) in enumerate((m, r) for m in METHODS for r in range(rc.runs))}
-    runs = sorted(runs, key=lambda r: order[(r["method"], r["trial"])])
+    runs = sorted(runs, key=lambda r: (METHODS.index(r["method"]), r["trial"]))
     m = table_metrics(cfg, runs)
     m["seconds"] = sum(r["task_seconds"] for r in runs)
     m["cpu_seconds"] = sum(r["task_cpu_seconds"] for r in runs)
@@ -362,11 +359,7 @@ def reproduce(
     res: dict[str, Any] = {
         "config": asdict(rc),
         "command": command,
-        **provenance(
-            f"{platform.machine()}, {platform.processor() or 'cpu'}; "
-            f"{os.cpu_count()} cores seen by the process",
-            device,
-        ),
+        **provenance(device),
         "paper": PAPER_TABLE1,
         "table1": {},
         "fig4": {},

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import RunDirectoryError
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.mechanisms.no_privacy import NoPrivacy
 from ldp_audit.report.markdown import count_noun as noun
 from ldp_audit.report.plugin import missing_files, section
@@ -542,8 +542,6 @@ def report_sections(
         RunDirectoryError: the run lacks a file of a complete PGC-A3C run, or one is malformed.
     """
     if context is None:
-        from ldp_audit.errors import InvalidParameterError
-
         raise InvalidParameterError(
             "PGC-A3C's report sections need the report's context (context=None given): build "
             "them with ldp_audit.report.build_report(run_dir)"

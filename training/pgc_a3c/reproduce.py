@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import platform
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -40,8 +39,10 @@ import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir.writer import versions
 from ldp_audit.training.pgc_a3c import metrics
-from ldp_audit.training.reproduction import check_fields, provenance, versions
+from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning, coordinate_warning
+from ldp_audit.training.reproduction import check_fields, provenance
 
 __all__ = [
     "GridConfig",
@@ -56,7 +57,6 @@ INF = float("inf")
 #: Buffer sizes the paper uses in Tables 1-3 (section 4.1): Laplace |B| = 1, PRS |B| = 100.
 PAPER_BUFFER = {"laplace": 1, "prs": 100}
 MECHANISMS = ("laplace", "prs")
-MACHINE = f"{os.cpu_count()}-core {platform.machine()} CPU"
 #: ``train_grid`` engines a reproduction may use (identical results; "fused" is faster)
 ENGINES = ("fused", "lockstep")
 _AT_LEAST_1 = bounds(minimum=1)
@@ -239,10 +239,7 @@ def quiet_train_grid(configs: list[Any], engine: str = "fused", **kwargs: Any) -
     coordinate-clipping :class:`PrivacyClaimWarning` (the driver warns once, see
     :func:`engine_grid`): the task that :func:`ldp_audit.backends.grid_runs` ships to a worker.
     """
-    import warnings
-
     from ldp_audit.training.pgc_a3c.grid import train_grid
-    from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyClaimWarning)
@@ -274,22 +271,17 @@ def engine_grid(
     worker killed and retried by Ray starts a fresh ledger and nothing is charged twice.
     ``grid_fn`` replaces :func:`quiet_train_grid` (tests; it must be a module-level function).
     """
-    import warnings
-
     from ldp_audit.backends import check_backend, grid_runs
-    from ldp_audit.training.pgc_a3c.privacy import PrivacyClaimWarning, coordinate_warning
 
     backend, address, workers = check_backend(backend, address, workers)
     for c in configs:  # the library's warning, once, in this process
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
             warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=2)
-    if chunks is None:
-        chunks = workers or 1
-        if backend == "ray" and (address is not None or workers is None):
-            from ldp_audit.backends import init_ray
+    if chunks is None and backend == "ray" and (address is not None or workers is None):
+        from ldp_audit.backends import init_ray
 
-            ray = init_ray(address, workers)  # InvalidParameterError if Ray is missing
-            chunks = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        ray = init_ray(address, workers)  # InvalidParameterError if Ray is missing
+        chunks = max(1, int(ray.cluster_resources().get("CPU", 1)))
     if engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     if grid_fn is None:
@@ -300,7 +292,7 @@ def engine_grid(
         grid_fn,
         configs,
         seeds,
-        chunks=min(chunks, len(configs)),
+        chunks=chunks,  # None: workers; at most the number of configs
         backend=backend,
         address=address,
         workers=workers,
@@ -350,7 +342,7 @@ def run_reproduction(
     results: dict[str, Any] = {
         "paper": "Ono & Takahashi 2020, Locally Private Distributed Reinforcement Learning",
         "config": to_jsonable(asdict(cfg)),
-        **provenance(MACHINE),
+        **provenance(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(),
         "settings": {},
