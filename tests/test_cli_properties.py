@@ -196,6 +196,61 @@ def test_bad_numbers_are_refused_by_name(
     assert not list(tmp_path.iterdir()), "a refused command left files behind"
 
 
+def test_each_option_s_reader_names_that_option() -> None:
+    """An option's value reader words its refusal with the option's own name: session 55 found
+    ``reproduce pgc-a3c --figure2-trials 0`` refused as "--trials must be an integer >= 1" (and
+    ``--figure2-submissions`` as ``--max-submissions``), the two sharing one reader. Every
+    option of every command, fed values a reader refuses; a refusal that starts with a flag must
+    start with this option's."""
+    wrong = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif a.option_strings and callable(a.type) and not isinstance(a.type, type):
+                for value in ("0", "-1", "x", "1e400", "nan"):
+                    try:
+                        a.type(value)
+                    except Exception as exc:  # noqa: BLE001 - any refusal's words
+                        flag = re.match(r"--[\w-]+", str(exc))
+                        if flag and flag.group(0) not in a.option_strings:
+                            wrong.append(f"{path} {a.option_strings[-1]}={value}: {exc}")
+
+    walk(build_parser(), "ldp-audit")
+    assert not wrong, wrong
+
+
+def _with_option(flag: str) -> list[list[str]]:
+    """The command paths (leaves) that have ``flag``."""
+    out = []
+    for path in SUBCOMMANDS[1:]:
+        parser = build_parser(path)
+        for word in path:
+            sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+            parser = sub.choices[word]
+        if any(flag in a.option_strings for a in parser._actions):
+            out.append(path)
+    return out
+
+
+@pytest.mark.parametrize("cmd", _with_option("--workers"), ids=" ".join)
+def test_workers_far_above_the_cores_are_refused_everywhere(
+    cmd: list[str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--workers`` above 4 x the cores is refused before any work wherever the option exists:
+    session 55 found ``reproduce dprl|fedrl|frd --workers 9`` on 2 cores starting the grid
+    (only ``reproduce pgc-a3c`` and ``attack sweep`` checked it)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert_input_error([*cmd, "--workers", "9", "--out", "run"], capsys, "--workers", "<= 8")
+    assert not list(tmp_path.iterdir()), "a refused command left files behind"
+
+
 def test_budget_numbers_are_refused_by_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -297,9 +297,9 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
     fn = systems.call(s.reproduce, f"system {s.name!r} reproduce")
     command = "ldp-audit " + " ".join(sys.argv[1:] or ["reproduce", s.name])
     kw = {"progress": show_progress(args), "command": command, **_forwarded(args)}
+    if getattr(args, "workers", None):
+        check_workers(args.workers)  # far above the cores: refused before any work
     if c.config is None:  # its own options (forwarded), the backends and --overwrite
-        if getattr(args, "workers", None):
-            check_workers(args.workers)  # far above the cores: refused before any work
         out = _out(args, c, None)
         run = functools.partial(
             fn, overwrite=args.overwrite, backend=args.backend, address=args.address, **kw

@@ -40,7 +40,17 @@ def _cap(name: str, top: int, why: str = "", low: int = 1) -> Any:
     return partial(parse_int, name=name, minimum=low, maximum=top, why=why)
 
 
-_MAX_SUBMISSIONS = _cap("--max-submissions", 10_000_000, "per-trial arrays are held in memory")
+def _submissions(flag: str) -> Any:
+    """A submissions-per-trial option (per-trial arrays are held in memory)."""
+    return _cap(flag, 10_000_000, "per-trial arrays are held in memory")
+
+
+def _trials(flag: str) -> Any:
+    """A trials option (each trial is a full training run)."""
+    return _cap(flag, 100_000, "each trial is a full training run")
+
+
+_MAX_SUBMISSIONS = _submissions("--max-submissions")
 
 
 def _group(p: argparse.ArgumentParser, fields: tuple[str, ...], title: str) -> list[str]:
@@ -247,14 +257,15 @@ __all__ = ["options", "config", "check_step_scale", "sizes", "show", "show_gym"]
 
 def reproduce_options(r: argparse.ArgumentParser) -> None:
     """``reproduce pgc-a3c``'s options (the grid of Tables 1-3 and Figures 2-3)."""
-    trials = _cap("--trials", 100_000, "each trial is a full training run")
-    r.add_argument("--trials", type=trials, default=20, help="trials per setting (the paper's 20)")
+    r.add_argument(
+        "--trials", type=_trials("--trials"), default=20, help="trials per setting (the paper's 20)"
+    )
     add_max_submissions(r)
     r.add_argument("--seed", type=_cap("--seed", INT_MAX, low=0), default=0, help="master seed")
-    r.add_argument("--figure2-trials", type=trials, default=None,
+    r.add_argument("--figure2-trials", type=_trials("--figure2-trials"), default=None,
                    help="trials per extra Figure 2 setting (default: --trials)")  # fmt: skip
-    r.add_argument("--figure2-submissions", type=_MAX_SUBMISSIONS, default=None,
-                   help="submissions per extra Figure 2 run (default: "
+    r.add_argument("--figure2-submissions", type=_submissions("--figure2-submissions"),
+                   default=None, help="submissions per extra Figure 2 run (default: "
                    "--max-submissions)")  # fmt: skip
     r.add_argument("--no-figure2", action="store_true", help="skip the Figure 2 extra runs")
     r.add_argument("--stop-at-target", action=argparse.BooleanOptionalAction, default=True,
