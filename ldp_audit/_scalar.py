@@ -282,6 +282,8 @@ def from_scalar(
     dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     check_choice(seeding, "seeding", SEEDINGS)
     vectorized = check_bool(vectorized, "vectorized")
+    if isinstance(domain, Set):  # its order: a set of strings iterates as PYTHONHASHSEED says
+        domain = _sorted(domain)
     dom: Any
     integer_inputs = bool_inputs = False
     labels = None
@@ -340,6 +342,14 @@ def _labels(domain: Any, vectorized: bool) -> list[Any] | None:
             f"vectorized=True), got {domain!r:.80}"
         )
     return list(dict.fromkeys(domain))
+
+
+def _sorted(values: Set[Any]) -> list[Any]:
+    """A set's values in an order that does not depend on the process (sorted, or by repr)."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
 
 
 def _all_bools(domain: Any) -> bool:
