@@ -282,6 +282,11 @@ def from_scalar(
     dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     check_choice(seeding, "seeding", SEEDINGS)
     vectorized = check_bool(vectorized, "vectorized")
+    if isinstance(domain, (str, bytes)):  # not a set of its characters
+        raise InvalidParameterError(
+            f"domain must be (low, high) or a list of values, got {type(domain).__name__} "
+            f"{domain!r:.80}"
+        )
     if isinstance(domain, Set):  # its order: a set of strings iterates as PYTHONHASHSEED says
         domain = _sorted(domain)
     dom: Any

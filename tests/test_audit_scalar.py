@@ -591,3 +591,16 @@ def test_a_set_domain_is_read_in_one_order_whatever_the_process():
     assert nums.domain == [1.0, 2.0, 3.0] and nums.integer_inputs
     mixed = from_scalar(lambda v: v, epsilon=1.0, domain=_ReversedSet(["b", (0, 1), "a"]))
     assert mixed.labels == sorted(["b", (0, 1), "a"], key=repr)
+
+
+@pytest.mark.parametrize("domain", ["01", "0:1", b"ab", "red,green"])
+def test_a_string_domain_is_refused_not_read_as_its_characters(domain):
+    """Session 55 probe: ``domain="0:1"`` (the command line's spelling) was read as the labels
+    '0', ':' and '1', and the audit stopped in the user's function ("fac raised TypeError on
+    input '0': can only concatenate str (not "float") to str"), blaming it for the domain; a
+    function that accepted strings was audited on characters. Now refused naming ``domain``,
+    before any call."""
+    calls = []
+    with pytest.raises(InvalidParameterError, match="^domain must be"):
+        from_scalar(lambda v: calls.append(v) or 0.0, epsilon=1.0, domain=domain)
+    assert calls == []
