@@ -220,6 +220,18 @@ class ScalarMechanism:
                     "only); return one type on every call, e.g. float(y)"
                 )
 
+    def check_inputs(self, x: np.ndarray, what: str) -> None:
+        """Refuse an input outside a finite domain: the function would get a value the claim
+        does not cover, or another one (an integer domain truncates 0.5 to 0, a domain of labels
+        reads position -1 as the last label)."""
+        if isinstance(self.domain, tuple) or (x.shape == (1,) and x[0] in self.domain):
+            return
+        dom = f"positions 0..{len(self.labels) - 1} of {self.labels}" if self.labels else ""
+        raise InvalidParameterError(
+            f"{what} = {x.tolist()} is not in the domain of {self.name} "
+            f"({dom or self.domain!s:.100}): the claim covers those values only"
+        )
+
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
         interval, every pair of distinct values (at most 16) for a finite set."""

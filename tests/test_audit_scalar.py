@@ -604,3 +604,29 @@ def test_a_string_domain_is_refused_not_read_as_its_characters(domain):
     with pytest.raises(InvalidParameterError, match="^domain must be"):
         from_scalar(lambda v: calls.append(v) or 0.0, epsilon=1.0, domain=domain)
     assert calls == []
+
+
+def test_an_input_outside_a_finite_domain_is_refused_before_any_call():
+    """Session 55 probe: ``--domain a,b --event "0;-1;0"`` audited the labels a and b (position
+    -1 read as the last label), ``"0;2;0"`` stopped with "make_lab raised IndexError on input
+    2.0" (blaming the user's function), and ``--domain 0,1 --event "0;0.5;0"`` passed 0 for 0.5
+    (an integer domain truncates): bound 0, "no violation", on a pair never audited. Inputs of
+    ``event=`` and ``pairs=`` outside a finite domain are now refused naming them, before any
+    call; an interval's inputs are the caller's choice, as before."""
+    calls = []
+
+    def fn(v):
+        calls.append(v)
+        return 0.0
+
+    labels = from_scalar(fn, epsilon=1.0, domain=["a", "b"])
+    ints = from_scalar(fn, epsilon=1.0, domain=[0, 1, 2])
+    for m, x2 in ((labels, -1.0), (labels, 2.0), (labels, 0.5), (ints, 0.5), (ints, 3.0)):
+        with pytest.raises(InvalidParameterError, match=r"^event x2 = \[.*not in the domain"):
+            audit(m, event=([0.0], [x2], [0.0]), samples=2000, rng=0)
+        with pytest.raises(InvalidParameterError, match=r"^pairs\[1\] x2 = \[.*not in the domain"):
+            audit(m, [([0.0], [1.0]), ([0.0], [x2])], samples=2000, rng=0)
+    assert calls == []
+    interval = from_scalar(fn, epsilon=1.0, domain=(0.0, 1.0))
+    audit(interval, [([0.0], [2.0])], samples=2000, rng=0, float_bits=False)
+    assert 2.0 in calls
