@@ -28,10 +28,16 @@ FIT_ELEMENTS = 1 << 24
 
 
 def privatize_rows(
-    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, raw: bool = False
+    mechanism: Any,
+    x: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    raw: bool = False,
+    cols: int | None = None,
 ) -> Any:
     """One privatize call on n copies of x; output coerced to float64 (n, k). ``raw``: return
-    ``(coerced, as returned)`` (the latter for user statistics).
+    ``(coerced, as returned)`` (the latter for user statistics). ``cols``: the k of the pair's
+    first call, which every later call must return.
 
     Errors raised by the user's code come back as :class:`UserCodeError` naming the object, the
     input and the reason (the original exception is the ``__cause__``); errors of ldp-audit's own
@@ -66,6 +72,12 @@ def privatize_rows(
         raise InvalidParameterError(
             f"mechanism.privatize must return an array of shape (n, k) with n = {n} rows and "
             f"at least one value per row for an (n, d) input, got shape {y.shape}{hint}"
+        )
+    if cols is not None and y.shape[1] != cols:
+        raise UserCodeError(
+            f"{who} returned {y.shape[1]} values per row on input x = "
+            f"{short_values(x.tolist())} where its first call on the pair returned {cols}; "
+            "outputs must have one shape on every call (a width that varies tells the input)"
         )
     y = y.astype(np.float64, copy=False)
     return (y, returned) if raw else y
@@ -136,9 +148,9 @@ def _chunks(n: int, d: int) -> list[int]:
 
 
 def sample(
-    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, width: int
+    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, width: int, cols: int
 ) -> np.ndarray:
-    parts = [privatize_rows(mechanism, x, m, rng) for m in _chunks(n, width)]
+    parts = [privatize_rows(mechanism, x, m, rng, cols=cols) for m in _chunks(n, width)]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -150,11 +162,12 @@ def stream_values(
     stats: Sequence[ScoreStatistic],
     tick: Callable[[int], None],
     width: int,
+    cols: int,
 ) -> list[np.ndarray]:
     """Statistic values of n fresh outputs of M(x), computed chunk by chunk."""
     acc: list[list[np.ndarray]] = [[] for _ in stats]
     for m in _chunks(n, width):
-        y, raw = privatize_rows(mechanism, x, m, rng, raw=True)
+        y, raw = privatize_rows(mechanism, x, m, rng, raw=True, cols=cols)
         for a, st in zip(acc, stats, strict=True):
             a.append(st.values(raw if st.needs_raw else y))
         tick(m)
@@ -177,10 +190,11 @@ def stream_counts(
     events: Sequence[Candidate | Joint],
     tick: Callable[[int], None],
     width: int,
+    cols: int,
 ) -> list[int]:
     counts = [0] * len(events)
     for m in _chunks(n, width):
-        y, raw = privatize_rows(mechanism, x, m, rng, raw=True)
+        y, raw = privatize_rows(mechanism, x, m, rng, raw=True, cols=cols)
         vals: dict[int, np.ndarray] = {}  # per statistic, computed once per chunk
         for i, ev in enumerate(events):
             hit = np.ones(m, dtype=bool)
