@@ -462,5 +462,28 @@ def test_an_output_width_that_varies_between_calls_is_refused(seed):
     estimation and with an event. (A mechanism whose calls all happen to agree cannot be told:
     seed 5 of the search draws width 1 on every call of input 1.)"""
     for kw in ({}, {"event": ([1.0], [0.0], lambda y, x, x2: y[:, 0] > 0.5)}):
-        with pytest.raises(UserCodeError, match=r"values per row on input x = .*first call on"):
+        with pytest.raises(UserCodeError, match=r"values per row of .*first call on the pair"):
             audit(_WidthTellsInput(), samples=20_000, rng=seed, float_bits=False, **kw)
+
+
+class _DtypeTellsInput:
+    """Binary randomised response, epsilon 1; on input 1, about half of the calls return
+    int64, the others float64: the dtype of a call tells the input."""
+
+    epsilon = 1.0
+
+    def privatize(self, x, rng):
+        y = np.where(rng.random(x.shape) < math.e / (1 + math.e), x, 1 - x)
+        return y.astype(np.int64) if x[0, 0] == 1 and rng.random() < 0.5 else y
+
+    def candidate_pairs(self, dim):
+        return [(np.zeros(1), np.ones(1))]
+
+
+def test_an_output_dtype_that_varies_between_calls_is_refused():
+    """Session 55 probe: session 52's dtype check compares one 8-row call of each input, so
+    when those agreed (seed 0) the audit read int64 and float64 calls alike as float64 and said
+    "no violation" (0.952 at 20,000 samples) on a release whose dtype tells the input. Every
+    call of a pair is now held to its first call's dtype (int64 and uint64 alike)."""
+    with pytest.raises(UserCodeError, match=r"dtype int64 on input x = \[1\].*dtype float64"):
+        audit(_DtypeTellsInput(), samples=20_000, rng=0, float_bits=False)
