@@ -220,6 +220,18 @@ class ScalarMechanism:
                     "only); return one type on every call, e.g. float(y)"
                 )
 
+    def check_inputs(self, x: np.ndarray, what: str) -> None:
+        """Refuse an input outside a finite domain: the function would get a value the claim
+        does not cover, or another one (an integer domain truncates 0.5 to 0, a domain of labels
+        reads position -1 as the last label)."""
+        if isinstance(self.domain, tuple) or (x.shape == (1,) and x[0] in self.domain):
+            return
+        dom = f"positions 0..{len(self.labels) - 1} of {self.labels}" if self.labels else ""
+        raise InvalidParameterError(
+            f"{what} = {x.tolist()} is not in the domain of {self.name} "
+            f"({dom or self.domain!s:.100}): the claim covers those values only"
+        )
+
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
         interval, every pair of distinct values (at most 16) for a finite set."""
@@ -282,6 +294,13 @@ def from_scalar(
     dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     check_choice(seeding, "seeding", SEEDINGS)
     vectorized = check_bool(vectorized, "vectorized")
+    if isinstance(domain, (str, bytes)):  # not a set of its characters
+        raise InvalidParameterError(
+            f"domain must be (low, high) or a list of values, got {type(domain).__name__} "
+            f"{domain!r:.80}"
+        )
+    if isinstance(domain, Set):  # its order: a set of strings iterates as PYTHONHASHSEED says
+        domain = _sorted(domain)
     dom: Any
     integer_inputs = bool_inputs = False
     labels = None
@@ -340,6 +359,14 @@ def _labels(domain: Any, vectorized: bool) -> list[Any] | None:
             f"vectorized=True), got {domain!r:.80}"
         )
     return list(dict.fromkeys(domain))
+
+
+def _sorted(values: Set[Any]) -> list[Any]:
+    """A set's values in an order that does not depend on the process (sorted, or by repr)."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
 
 
 def _all_bools(domain: Any) -> bool:

@@ -16,6 +16,7 @@ from ldp_audit.audit import (
     estimation_samples,
     max_refutable_epsilon,
     one_count_epsilon,
+    sequential_plan,
     tightness_ceiling,
 )
 from ldp_audit.errors import InvalidParameterError
@@ -211,3 +212,41 @@ def test_a_bound_far_below_the_ceiling_is_explained():
     assert "more private than it claims on the pairs tried" in low.summary()
     ok = audit(RandomizedResponse(epsilon=1.0), samples=20_000, rng=0, float_bits=False)
     assert not ok.violation and "more private than it claims" not in ok.summary()
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: max_refutable_epsilon(0), "n_est"),
+        (lambda: max_refutable_epsilon("1000"), "n_est"),
+        (lambda: max_refutable_epsilon(True), "n_est"),
+        (lambda: max_refutable_epsilon(1.5), "n_est"),
+        (lambda: max_refutable_epsilon(1000, 1.0), "confidence"),
+        (lambda: max_refutable_epsilon(1000, pool=1), "pool"),
+        (lambda: max_refutable_epsilon(1000, event_test="Poisson"), "event_test"),
+        (lambda: one_count_epsilon(-1), "n_est"),
+        (lambda: estimation_samples(0), "samples"),
+        (lambda: estimation_samples(10_000, "0.1"), "selection_fraction"),
+        (lambda: estimation_samples(10_000, 0.0), "selection_fraction"),
+        (lambda: sequential_plan(10_000, float("nan")), "claimed"),
+        (lambda: sequential_plan(10_000, -1.0), "claimed"),
+        (lambda: sequential_plan(10_000, 1.0, 2.0), "confidence"),
+        (lambda: sequential_plan(10_000, 1.0, pool=1), "pool"),
+        (lambda: tightness_ceiling(float("nan"), 0.0, 1000, 0.05), "claimed"),
+        (lambda: tightness_ceiling(1.0, 1.0, 1000, 0.05), "delta"),
+        (lambda: tightness_ceiling(1.0, 0.0, 0, 0.05), "n_est"),
+        (lambda: tightness_ceiling(1.0, 0.0, 1000, 0.0), "alpha_event"),
+        (lambda: tightness_ceiling(1.0, 0.0, 1000, 0.05, curve=5), "curve"),
+    ],
+)
+def test_the_public_ceiling_helpers_refuse_bad_arguments_by_name(call, name):
+    """Session 55 probe: the helpers of ``ldp_audit.audit`` took bad input silently or failed
+    raw: ``max_refutable_epsilon(0)`` 0.046, ``("9")`` 1.23 (a string), ``(1000, 1.0)`` a raw
+    ``ValueError: math domain error``, ``event_test="x"`` read as the search;
+    ``estimation_samples(0)`` -200, ``(10000, "0.1")`` a raw ``TypeError``;
+    ``sequential_plan`` planned a NaN or negative claim; ``tightness_ceiling`` with delta 1 a raw
+    ``ValueError`` ("Geometric sequence cannot include zero"), ``curve=5`` a raw ``TypeError``.
+    Now ``InvalidParameterError`` naming the argument."""
+    with pytest.raises(InvalidParameterError, match=f"^{name} "):
+        call()
+    assert max_refutable_epsilon(np.int64(1000), np.float64(0.95)) == max_refutable_epsilon(1000)

@@ -567,3 +567,66 @@ def test_a_domain_of_labels_passes_the_labels_and_reads_them_back(labels):
     # a 2-tuple of labels is a set of two, not an interval ("domain low must be a real number")
     two = from_scalar(lambda v: v, epsilon=1.0, domain=("yes", "no"))
     assert two.labels == ["yes", "no"] and len(two.candidate_pairs(1)) == 1
+
+
+class _ReversedSet(frozenset):
+    """A set whose iteration order is the reverse of the sorted one (as a set of strings may
+    iterate under some PYTHONHASHSEED)."""
+
+    def __iter__(self):
+        return iter(sorted(frozenset.__iter__(self), key=repr, reverse=True))
+
+
+def test_a_set_domain_is_read_in_one_order_whatever_the_process():
+    """Session 55 probe: ``domain={"red", "green", "blue"}`` took the set's iteration order,
+    which for strings changes with PYTHONHASHSEED: the same ``audit(..., rng=0)`` gave 0.968
+    (witness x = [2], x2 = [0]) in one process and 0.979 (x = [0], x2 = [1], other colours) in
+    another. A set is now read sorted, so its positions, pairs and result depend on the seed
+    only."""
+    labels = ["blue", "green", "red"]
+    for dom in ({"red", "green", "blue"}, _ReversedSet(labels), frozenset(labels)):
+        m = from_scalar(_label_rr(labels, 1.0), epsilon=1.0, domain=dom, seeding="generator")
+        assert m.labels == labels
+    nums = from_scalar(lambda v: v, epsilon=1.0, domain=_ReversedSet([3, 1, 2]))
+    assert nums.domain == [1.0, 2.0, 3.0] and nums.integer_inputs
+    mixed = from_scalar(lambda v: v, epsilon=1.0, domain=_ReversedSet(["b", (0, 1), "a"]))
+    assert mixed.labels == sorted(["b", (0, 1), "a"], key=repr)
+
+
+@pytest.mark.parametrize("domain", ["01", "0:1", b"ab", "red,green"])
+def test_a_string_domain_is_refused_not_read_as_its_characters(domain):
+    """Session 55 probe: ``domain="0:1"`` (the command line's spelling) was read as the labels
+    '0', ':' and '1', and the audit stopped in the user's function ("fac raised TypeError on
+    input '0': can only concatenate str (not "float") to str"), blaming it for the domain; a
+    function that accepted strings was audited on characters. Now refused naming ``domain``,
+    before any call."""
+    calls = []
+    with pytest.raises(InvalidParameterError, match="^domain must be"):
+        from_scalar(lambda v: calls.append(v) or 0.0, epsilon=1.0, domain=domain)
+    assert calls == []
+
+
+def test_an_input_outside_a_finite_domain_is_refused_before_any_call():
+    """Session 55 probe: ``--domain a,b --event "0;-1;0"`` audited the labels a and b (position
+    -1 read as the last label), ``"0;2;0"`` stopped with "make_lab raised IndexError on input
+    2.0" (blaming the user's function), and ``--domain 0,1 --event "0;0.5;0"`` passed 0 for 0.5
+    (an integer domain truncates): bound 0, "no violation", on a pair never audited. Inputs of
+    ``event=`` and ``pairs=`` outside a finite domain are now refused naming them, before any
+    call; an interval's inputs are the caller's choice, as before."""
+    calls = []
+
+    def fn(v):
+        calls.append(v)
+        return 0.0
+
+    labels = from_scalar(fn, epsilon=1.0, domain=["a", "b"])
+    ints = from_scalar(fn, epsilon=1.0, domain=[0, 1, 2])
+    for m, x2 in ((labels, -1.0), (labels, 2.0), (labels, 0.5), (ints, 0.5), (ints, 3.0)):
+        with pytest.raises(InvalidParameterError, match=r"^event x2 = \[.*not in the domain"):
+            audit(m, event=([0.0], [x2], [0.0]), samples=2000, rng=0)
+        with pytest.raises(InvalidParameterError, match=r"^pairs\[1\] x2 = \[.*not in the domain"):
+            audit(m, [([0.0], [1.0]), ([0.0], [x2])], samples=2000, rng=0)
+    assert calls == []
+    interval = from_scalar(fn, epsilon=1.0, domain=(0.0, 1.0))
+    audit(interval, [([0.0], [2.0])], samples=2000, rng=0, float_bits=False)
+    assert 2.0 in calls

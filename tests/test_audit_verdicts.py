@@ -436,3 +436,54 @@ def test_a_witness_of_nan_on_one_input_names_the_nan_cell():
     assert "every output but the cells: y = [nan]" in r.summary()
     assert "(0 cells)" not in r.summary()
     assert any("a cell statistic counts them as cells of their own" in w for w in r.warnings)
+
+
+class _WidthTellsInput:
+    """Laplace, epsilon 1, on (0, 1); on input 1, about half of the calls return the release
+    twice (two columns): the width of a call tells the input."""
+
+    epsilon = 1.0
+
+    def privatize(self, x, rng):
+        y = x + rng.laplace(0.0, 1.0, size=x.shape)
+        return np.hstack([y, y]) if x[0, 0] == 1 and rng.random() < 0.5 else y
+
+    def candidate_pairs(self, dim):
+        return [(np.zeros(1), np.ones(1))]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_output_width_that_varies_between_calls_is_refused(seed):
+    """Session 55 probe: only the fit half's two inputs were compared, so when their calls
+    happened to agree (seed 2 here) the audit read chunks of 1 and 2 columns alike and said
+    "no violation" (0.888 at 20,000 samples) on a mechanism whose width tells the input; with a
+    callable pre-registered event nothing compared widths (0.810, 0.779 on seeds 1, 2). Every
+    call of a pair must now return the width of its first call, in the selection, the
+    estimation and with an event. (A mechanism whose calls all happen to agree cannot be told:
+    seed 5 of the search draws width 1 on every call of input 1.)"""
+    for kw in ({}, {"event": ([1.0], [0.0], lambda y, x, x2: y[:, 0] > 0.5)}):
+        with pytest.raises(UserCodeError, match=r"values per row of .*first call on the pair"):
+            audit(_WidthTellsInput(), samples=20_000, rng=seed, float_bits=False, **kw)
+
+
+class _DtypeTellsInput:
+    """Binary randomised response, epsilon 1; on input 1, about half of the calls return
+    int64, the others float64: the dtype of a call tells the input."""
+
+    epsilon = 1.0
+
+    def privatize(self, x, rng):
+        y = np.where(rng.random(x.shape) < math.e / (1 + math.e), x, 1 - x)
+        return y.astype(np.int64) if x[0, 0] == 1 and rng.random() < 0.5 else y
+
+    def candidate_pairs(self, dim):
+        return [(np.zeros(1), np.ones(1))]
+
+
+def test_an_output_dtype_that_varies_between_calls_is_refused():
+    """Session 55 probe: session 52's dtype check compares one 8-row call of each input, so
+    when those agreed (seed 0) the audit read int64 and float64 calls alike as float64 and said
+    "no violation" (0.952 at 20,000 samples) on a release whose dtype tells the input. Every
+    call of a pair is now held to its first call's dtype (int64 and uint64 alike)."""
+    with pytest.raises(UserCodeError, match=r"dtype int64 on input x = \[1\].*dtype float64"):
+        audit(_DtypeTellsInput(), samples=20_000, rng=0, float_bits=False)

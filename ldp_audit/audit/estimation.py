@@ -92,8 +92,8 @@ def estimate_audit(
         n1_p = int(re1.poisson(n_est)) if poisson else n_est
         n2_p = int(re2.poisson(n_est)) if poisson else n_est
         out.sizes[p] = (n1_p, n2_p)
-        k_x = stream_counts(mechanism, x, n1_p, re1, evs, tick, sel.widths[p])
-        k_x2 = stream_counts(mechanism, x2, n2_p, re2, evs, tick, sel.widths[p])
+        k_x = stream_counts(mechanism, x, n1_p, re1, evs, tick, sel.widths[p], sel.first[p])
+        k_x2 = stream_counts(mechanism, x2, n2_p, re2, evs, tick, sel.widths[p], sel.first[p])
         for ev, a, b in zip(evs, k_x, k_x2, strict=True):
             out.results[id(ev)] = (a, b)
     return out

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit._scalar import ScalarMechanism
 from ldp_audit.audit.mechanism import (
     MAX_DIM,
     as_pair,
@@ -170,7 +171,7 @@ def as_pair_list(
             raise InvalidParameterError(
                 "event: pairs= cannot be used with a pre-registered event (it names its pair)"
             )
-        return [event[:2]]
+        return _in_domain(mechanism, [event[:2]], "event")
     if pairs is None:
         return default_pairs(mechanism, dim)
     try:
@@ -187,6 +188,15 @@ def as_pair_list(
             "pairs: every pair has x == x2, so the audit could show nothing; give "
             "neighbouring inputs that differ"
         )
+    return _in_domain(mechanism, pair_list, "pairs")
+
+
+def _in_domain(mechanism: Any, pair_list: list[Any], what: str) -> list[Any]:
+    """The given inputs, each checked against a scalar mechanism's finite domain."""
+    if isinstance(mechanism, ScalarMechanism):
+        for i, pair in enumerate(pair_list):
+            for x, name in zip(pair, ("x", "x2"), strict=True):
+                mechanism.check_inputs(x, f"{what}{'' if what == 'event' else [i]} {name}")
     return pair_list
 
 

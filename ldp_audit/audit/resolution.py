@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ldp_audit.audit.selection import SHARES
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.stats import (
     POOLED_MAX_ALPHA,
     check_delta_range,
@@ -23,6 +24,13 @@ from ldp_audit.stats import (
     clopper_pearson_upper,
     log_ratio_bound,
     poisson_log_ratio_lower,
+)
+from ldp_audit.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_probability,
+    check_real_in,
 )
 
 __all__ = [
@@ -45,6 +53,11 @@ def _count_ceiling(
     0.9 of ``1 - confidence`` (its split is chosen among ``SHARES``), a pre-registered event's
     even split (``search.fixed_event``), or all of it in the event's joint Poisson test; at a
     claimed ``delta`` the numerator is at most ``1 - delta`` (floored at 0: no bound is < 0)."""
+    n_est = check_int(n_est, "n_est", minimum=1)
+    confidence = check_probability(confidence, "confidence")
+    pool = check_bool(pool, "pool")
+    if test is not None:
+        check_choice(test, "event_test", ("clopper-pearson", "poisson"))  # plan.RATIO_TESTS
     a = {None: 1.0 - min(SHARES), "poisson": 1.0}.get(test, 0.5) * (1.0 - confidence)
     trials = max(int(n_est), k + 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
     if test == "poisson":
@@ -84,6 +97,8 @@ def max_refutable_epsilon(
 
 def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
     """Per input, the outputs :func:`audit` spends on estimation for ``samples``."""
+    samples = check_int(samples, "samples", minimum=1000)
+    selection_fraction = check_probability(selection_fraction, "selection_fraction")
     n_sel = min(_MAX_SELECTION, max(200, int(round(samples * selection_fraction))))
     return samples - n_sel
 
@@ -138,6 +153,15 @@ def tightness_ceiling(
     exactly at its claim, instead of the (epsilon, delta) region's. ``event``: a pre-registered
     event's even split only (``audit(event=)``), not the search's choice among ``SHARES``.
     """
+    claimed = check_real_in(claimed, "claimed", lo=0.0, lo_open=False)
+    delta = check_delta_range(delta)
+    n_est = check_int(n_est, "n_est", minimum=1)
+    alpha_event = check_probability(alpha_event, "alpha_event")
+    pool = check_bool(pool, "pool")
+    poisson = check_bool(poisson, "poisson")
+    event = check_bool(event, "event")
+    if curve is not None and not callable(curve):
+        raise InvalidParameterError(f"curve must be a callable f(alpha) or None, got {curve!r}")
     trials = float(max(int(n_est), 1) * (2 if pool else 1))
     c = math.exp(min(float(claimed), 700.0))
     p2 = np.geomspace(1e-3 / trials, 1.0 - delta, 600)

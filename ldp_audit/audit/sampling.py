@@ -28,10 +28,17 @@ FIT_ELEMENTS = 1 << 24
 
 
 def privatize_rows(
-    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, raw: bool = False
+    mechanism: Any,
+    x: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    raw: bool = False,
+    first: tuple[int, np.dtype] | None = None,
 ) -> Any:
     """One privatize call on n copies of x; output coerced to float64 (n, k). ``raw``: return
-    ``(coerced, as returned)`` (the latter for user statistics).
+    ``(coerced, as returned)`` (the latter for user statistics). ``first``: the k and dtype of
+    the pair's first call, which every later call must return (int64 and uint64 alike: a 64-bit
+    seed is uint64 only when one is >= 2^63).
 
     Errors raised by the user's code come back as :class:`UserCodeError` naming the object, the
     input and the reason (the original exception is the ``__cause__``); errors of ldp-audit's own
@@ -67,8 +74,19 @@ def privatize_rows(
             f"mechanism.privatize must return an array of shape (n, k) with n = {n} rows and "
             f"at least one value per row for an (n, d) input, got shape {y.shape}{hint}"
         )
+    if first is not None and (y.shape[1], _kind(y.dtype)) != (first[0], _kind(first[1])):
+        raise UserCodeError(
+            f"{who} returned {y.shape[1]} values per row of dtype {y.dtype} on input x = "
+            f"{short_values(x.tolist())} where its first call on the pair returned {first[0]} "
+            f"of dtype {first[1]}; outputs must have one shape and dtype on every call (a "
+            "width or type that varies tells the input, and the audit reads values only)"
+        )
     y = y.astype(np.float64, copy=False)
     return (y, returned) if raw else y
+
+
+def _kind(dtype: np.dtype) -> tuple[str, int]:
+    return ("i" if dtype.kind in "iu" else dtype.kind, dtype.itemsize)
 
 
 def seeded_by(mechanism: Any, x: np.ndarray, rng: np.random.Generator) -> bool:
@@ -136,9 +154,14 @@ def _chunks(n: int, d: int) -> list[int]:
 
 
 def sample(
-    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, width: int
+    mechanism: Any,
+    x: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    width: int,
+    first: tuple[int, np.dtype],
 ) -> np.ndarray:
-    parts = [privatize_rows(mechanism, x, m, rng) for m in _chunks(n, width)]
+    parts = [privatize_rows(mechanism, x, m, rng, first=first) for m in _chunks(n, width)]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -150,11 +173,12 @@ def stream_values(
     stats: Sequence[ScoreStatistic],
     tick: Callable[[int], None],
     width: int,
+    first: tuple[int, np.dtype],
 ) -> list[np.ndarray]:
     """Statistic values of n fresh outputs of M(x), computed chunk by chunk."""
     acc: list[list[np.ndarray]] = [[] for _ in stats]
     for m in _chunks(n, width):
-        y, raw = privatize_rows(mechanism, x, m, rng, raw=True)
+        y, raw = privatize_rows(mechanism, x, m, rng, raw=True, first=first)
         for a, st in zip(acc, stats, strict=True):
             a.append(st.values(raw if st.needs_raw else y))
         tick(m)
@@ -177,10 +201,11 @@ def stream_counts(
     events: Sequence[Candidate | Joint],
     tick: Callable[[int], None],
     width: int,
+    first: tuple[int, np.dtype],
 ) -> list[int]:
     counts = [0] * len(events)
     for m in _chunks(n, width):
-        y, raw = privatize_rows(mechanism, x, m, rng, raw=True)
+        y, raw = privatize_rows(mechanism, x, m, rng, raw=True, first=first)
         vals: dict[int, np.ndarray] = {}  # per statistic, computed once per chunk
         for i, ev in enumerate(events):
             hit = np.ones(m, dtype=bool)

@@ -74,6 +74,7 @@ class Selection:
     tradeoff_q: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     est_rngs: list[tuple[np.random.Generator, np.random.Generator]] = field(default_factory=list)
     widths: list[int] = field(default_factory=list)
+    first: list[tuple[int, np.dtype]] = field(default_factory=list)  # first call's k, dtype
     n_nonfinite: int = 0
     big_ints: bool = False
     row8: np.ndarray | None = None
@@ -124,12 +125,13 @@ def select_events(
                 repeats_refused(mechanism, x, ra1, width)
         # one row repeated 8 times: compared with the fit half's rows (shared randomness)
         sel.row8 = y8[0] if (y8 == y8[0]).all() else None
-        del y8, raw8
         sel.widths.append(width)
+        sel.first.append((y8.shape[1], raw8.dtype))
+        del y8, raw8
         stats = _fit_statistics(mechanism, p, x, x2, (ra1, ra2), width, o, plan, sel, tick, total)
         stats = stats + user_stats
-        sb1 = stream_values(mechanism, x, plan.n_b, rb1, stats, tick, width)
-        sb2 = stream_values(mechanism, x2, plan.n_b, rb2, stats, tick, width)
+        sb1 = stream_values(mechanism, x, plan.n_b, rb1, stats, tick, width, sel.first[p])
+        sb2 = stream_values(mechanism, x2, plan.n_b, rb2, stats, tick, width, sel.first[p])
         _screen_pair(p, stats, sb1, sb2, o, plan, sel)
     return sel
 
@@ -162,8 +164,8 @@ def _fit_statistics(
             f"{fmt_bytes(limit)} memory limit ({how}); pass force=True (--force) to run it anyway"
         )
     t_a = time.perf_counter()
-    ya1 = sample(mechanism, x, n_a_p, ra1, width)
-    ya2 = sample(mechanism, x2, n_a_p, ra2, width)
+    ya1 = sample(mechanism, x, n_a_p, ra1, width, sel.first[p])
+    ya2 = sample(mechanism, x2, n_a_p, ra2, width, sel.first[p])
     # iid rows repeat one value 8 times in one call and another n_a_p >= 100 times in the next
     # with probability below max_q q^100 (1 - q)^8 < 1e-12: the rows of a call share a draw
     same = sel.row8 is not None and n_a_p >= 100 and (ya1 == ya1[0]).all()
@@ -180,11 +182,6 @@ def _fit_statistics(
         est = total * (max(time.perf_counter() - t_a, 1e-9) / (2 * n_a_p) + sel.stat_row)
         if est > _MAX_SECONDS:
             raise _too_long(o, total, est, len(sel.streams))
-    if ya1.shape[1] != ya2.shape[1]:
-        raise InvalidParameterError(
-            f"mechanism.privatize returned {ya1.shape[1]} and {ya2.shape[1]} columns for "
-            f"the two inputs of pairs[{p}]; outputs must have one shape"
-        )
     fin1, fin2 = np.isfinite(ya1).all(axis=1), np.isfinite(ya2).all(axis=1)
     if not (fin1.any() or fin2.any()):
         raise UserCodeError(
@@ -342,6 +339,7 @@ def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
     # as in the search: the fastest 8-row call, plus the event's time on its rows
     t8 = min(t[1] - t[0], (time.perf_counter() - t[3]) / 2) + t[2] - t[1]
     sel.widths.append(max(x.shape[0], y8.shape[1]))
+    sel.first.append((y8.shape[1], raw8.dtype))
     if not o.force:
         _pilot_time(mechanism, x, probe, t8, sel.widths[0], o, 2 * o.samples, 1, [stat])
     if not sel.unseeded:
