@@ -221,12 +221,19 @@ class ScalarMechanism:
                 )
 
     def check_inputs(self, x: np.ndarray, what: str) -> None:
-        """Refuse an input outside a finite domain: the function would get a value the claim
-        does not cover, or another one (an integer domain truncates 0.5 to 0, a domain of labels
+        """Refuse an input outside the domain: the function would get a value the claim does
+        not cover (a pair outside an interval can leak more than epsilon and be called a
+        violation), or another one (an integer domain truncates 0.5 to 0, a domain of labels
         reads position -1 as the last label)."""
-        if isinstance(self.domain, tuple) or (x.shape == (1,) and x[0] in self.domain):
+        if isinstance(self.domain, tuple):
+            lo, hi = self.domain
+            if x.shape == (1,) and lo <= x[0] <= hi:
+                return
+            dom = f"the interval [{lo!r}, {hi!r}]"
+        elif x.shape == (1,) and x[0] in self.domain:
             return
-        dom = f"positions 0..{len(self.labels) - 1} of {self.labels}" if self.labels else ""
+        else:
+            dom = f"positions 0..{len(self.labels) - 1} of {self.labels}" if self.labels else ""
         raise InvalidParameterError(
             f"{what} = {x.tolist()} is not in the domain of {self.name} "
             f"({dom or self.domain!s:.100}): the claim covers those values only"
@@ -290,6 +297,8 @@ def from_scalar(
         one = [m for m in ("randomise", "privatise", "randomize") if callable(getattr(fn, m, None))]
         hint = f" (pass its {one[0]} method)" if one else ""
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}{hint}")
+    if name is not None and not isinstance(name, str):  # str(5) would label reports "5"
+        raise InvalidParameterError(f"name must be a string, got {type(name).__name__} {name!r}")
     eps = check_real_in(epsilon, "epsilon", lo=0.0, lo_open=False)
     dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     check_choice(seeding, "seeding", SEEDINGS)

@@ -612,7 +612,8 @@ def test_an_input_outside_a_finite_domain_is_refused_before_any_call():
     2.0" (blaming the user's function), and ``--domain 0,1 --event "0;0.5;0"`` passed 0 for 0.5
     (an integer domain truncates): bound 0, "no violation", on a pair never audited. Inputs of
     ``event=`` and ``pairs=`` outside a finite domain are now refused naming them, before any
-    call; an interval's inputs are the caller's choice, as before."""
+    call; so are an interval's (session 55: a pair (0, 5) of a Laplace claiming epsilon 1 on
+    [0, 1] was audited, a "violation" of a claim that does not cover 5)."""
     calls = []
 
     def fn(v):
@@ -628,5 +629,16 @@ def test_an_input_outside_a_finite_domain_is_refused_before_any_call():
             audit(m, [([0.0], [1.0]), ([0.0], [x2])], samples=2000, rng=0)
     assert calls == []
     interval = from_scalar(fn, epsilon=1.0, domain=(0.0, 1.0))
-    audit(interval, [([0.0], [2.0])], samples=2000, rng=0, float_bits=False)
-    assert 2.0 in calls
+    for x2 in (2.0, -0.5):
+        with pytest.raises(InvalidParameterError, match=r"^pairs\[0\] x2 = .*the interval"):
+            audit(interval, [([0.0], [x2])], samples=2000, rng=0, float_bits=False)
+    assert calls == []
+    audit(interval, [([0.0], [1.0])], samples=2000, rng=0, float_bits=False)
+    assert 1.0 in calls
+
+
+@pytest.mark.parametrize("name", [5, b"lap", True, ["lap"]])
+def test_a_name_that_is_not_a_string_is_refused(name):
+    """Session 55 probe: ``from_scalar(fn, name=5)`` was accepted and labelled reports "5"."""
+    with pytest.raises(InvalidParameterError, match="^name must be a string"):
+        from_scalar(lambda v: v, epsilon=1.0, domain=(0.0, 1.0), name=name)
