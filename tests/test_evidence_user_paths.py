@@ -20,6 +20,16 @@ from ldp_audit.rundir import verify_run
         ({"config": [("lr", 0.1), 3]}, "config must be a dict"),
         ({"config": "lr=0.1"}, "config must be a dict"),
         ({"private": [("name", "f")]}, "private must be a dict"),
+        # a misspelt or unsupported key was dropped in silence before session 55 (the run then
+        # recorded no env_id; an env_module given here was never used)
+        (
+            {"private": {"env": "MountainCar-v0", "name": "force", "values": [1.0, 2.0]}},
+            r"private has no key 'env' \(its keys: env_id, name, values\)",
+        ),
+        (
+            {"private": {"name": "f", "values": [1.0, 2.0], "env_module": "mypkg"}},
+            "private has no key 'env_module'",
+        ),
         ({"seed": "1"}, "seed must be an int"),
         ({"seed": 1.5}, "seed must be an int"),
         ({"seed": True}, "seed must be an int"),
