@@ -196,6 +196,25 @@ def test_a_cartpole_gravity_that_overflows_the_engine_is_refused_by_the_config()
             PgcA3cConfig(**{key: (1e100, 9.8)})
 
 
+def test_a_numpy_integer_is_refused_saying_which_type_the_field_takes() -> None:
+    """PgcA3cConfig(trials=np.int64(3)) said "trials must be an integer >= 1, got np.int64(3)"
+    until session 55 (GymPgcConfig's n_agents alike), where train(cfg, seed=np.int64(0)) is
+    taken: the refusal now names the type and the cast."""
+    import numpy as np
+
+    with pytest.raises(
+        InvalidParameterError, match=r"got np.int64\(3\) \(int64: give a Python int"
+    ):
+        PgcA3cConfig(trials=np.int64(3))
+    with pytest.raises(
+        InvalidParameterError, match=r"\(float32: give a Python float, float\(v\)\)"
+    ):
+        PgcA3cConfig(eta=np.float32(0.1))
+    with pytest.raises(InvalidParameterError) as e:  # a bound, not the type: no hint
+        PgcA3cConfig(trials=0)
+    assert "give a Python" not in str(e.value)
+
+
 def test_mechanism_is_generated_and_required(
     captured: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
