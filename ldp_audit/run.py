@@ -60,6 +60,16 @@ def _check_private(private: Any) -> dict[str, Any] | None:
         raise InvalidParameterError(
             f"private must be a dict (private_parameter) with name and values, got {private!r}"
         )
+    extra = sorted(map(str, set(private) - {"env_id", "name", "values", "env_module"}))
+    if extra:  # a misspelt key ("env") would otherwise be dropped in silence
+        raise InvalidParameterError(
+            f"private has no key {extra[0]!r} (its keys: env_id, name, values), got {private!r}"
+        )
+    if private.get("env_module") is not None:  # the recorded form holds None
+        raise InvalidParameterError(
+            f"private has no key 'env_module' to set (an own-loop run names no module for its "
+            f"readers to import: give the attack your simulator), got {private!r}"
+        )
     name = private.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidParameterError(f"private['name'] must be a non-empty str, got {name!r}")

@@ -131,6 +131,13 @@ def test_the_constants_reach_the_gymnasium_trainer(captured: None) -> None:
         (["--budget", "1"], ("unrecognized arguments: --budget",)),  # no option: see train_cmd
         (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=0.5,1", "--clip", "1",
           "--window", "3"], ("--clip, --window: options of the CartPole engine",)),
+        # CartPole's gravity runs on the engine: named as given (it said --gravities, which
+        # train pgc-a3c has not); 1e100 trained until its float32 observation overflowed
+        # (2026-12-07: exit 2 mid-run, "values must be finite; found nan", the run interrupted)
+        (["--env", "CartPole-v1", "--private-param", "gravity=-9.8,9.8"],
+         ("--private-param gravity", "physical constant", "-9.8")),
+        (["--env", "CartPole-v1", "--private-param", "gravity=1e100,9.8"],
+         ("--private-param gravity", "1e+100", "<= 1e+30")),
     ],
 )  # fmt: skip
 def test_bad_constants_exit_2_by_name_before_any_work(
@@ -177,6 +184,35 @@ def test_the_configs_check_the_same_bounds_in_the_same_words(
     with pytest.raises(InvalidParameterError) as gym:
         GymPgcConfig(**base, **{name: bad})
     assert name in str(cartpole.value) and str(cartpole.value) == str(gym.value)
+
+
+def test_a_cartpole_gravity_that_overflows_the_engine_is_refused_by_the_config() -> None:
+    """A Python caller meets the engine's gravity cap too (its observations are float32)."""
+    from ldp_audit.training.pgc_a3c.config import GRAVITY_MAX
+
+    assert PgcA3cConfig(gravities=(GRAVITY_MAX, 9.8)).gravities == (GRAVITY_MAX, 9.8)
+    for key in ("gravities", "agent_gravities"):
+        with pytest.raises(InvalidParameterError, match=key):
+            PgcA3cConfig(**{key: (1e100, 9.8)})
+
+
+def test_a_numpy_integer_is_refused_saying_which_type_the_field_takes() -> None:
+    """PgcA3cConfig(trials=np.int64(3)) said "trials must be an integer >= 1, got np.int64(3)"
+    until session 55 (GymPgcConfig's n_agents alike), where train(cfg, seed=np.int64(0)) is
+    taken: the refusal now names the type and the cast."""
+    import numpy as np
+
+    with pytest.raises(
+        InvalidParameterError, match=r"got np.int64\(3\) \(int64: give a Python int"
+    ):
+        PgcA3cConfig(trials=np.int64(3))
+    with pytest.raises(
+        InvalidParameterError, match=r"\(float32: give a Python float, float\(v\)\)"
+    ):
+        PgcA3cConfig(eta=np.float32(0.1))
+    with pytest.raises(InvalidParameterError) as e:  # a bound, not the type: no hint
+        PgcA3cConfig(trials=0)
+    assert "give a Python" not in str(e.value)
 
 
 def test_mechanism_is_generated_and_required(

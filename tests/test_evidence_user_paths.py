@@ -20,6 +20,16 @@ from ldp_audit.rundir import verify_run
         ({"config": [("lr", 0.1), 3]}, "config must be a dict"),
         ({"config": "lr=0.1"}, "config must be a dict"),
         ({"private": [("name", "f")]}, "private must be a dict"),
+        # a misspelt or unsupported key was dropped in silence before session 55 (the run then
+        # recorded no env_id; an env_module given here was never used)
+        (
+            {"private": {"env": "MountainCar-v0", "name": "force", "values": [1.0, 2.0]}},
+            r"private has no key 'env' \(its keys: env_id, name, values\)",
+        ),
+        (
+            {"private": {"name": "f", "values": [1.0, 2.0], "env_module": "mypkg"}},
+            "private has no key 'env_module'",
+        ),
         ({"seed": "1"}, "seed must be an int"),
         ({"seed": 1.5}, "seed must be an int"),
         ({"seed": True}, "seed must be an int"),
@@ -246,7 +256,7 @@ def test_a_subnormal_gravity_is_refused_by_each_cartpole_config() -> None:
         FrdConfig(private_param="gravity", private_values=(5e-324, 9.8))
     with pytest.raises(InvalidParameterError, match="candidate 1e-310 must be > 0 and a normal"):
         FrdConfig(private_param="length", private_values=(1e-310, 0.5))
-    normal = r"must be a real number >= 2\.22507e-308, got "
+    normal = r"must be a real number in \[2\.22507e-308, 1e\+30\], got "
     with pytest.raises(InvalidParameterError, match="gravities " + normal + "5e-324"):
         PgcA3cConfig(mechanism="none", gravities=(5e-324, 9.8))
     with pytest.raises(InvalidParameterError, match="agent_gravities " + normal + "1e-320"):

@@ -91,6 +91,18 @@ def test_an_absurd_learning_rate_stops_with_diverged_before_releasing_nan():
     assert "learning rate too large (actor_lr=1e+30, critic_lr=0.005, distil_lr=0.001)" in msg
 
 
+def test_a_divergence_names_the_agents_extreme_private_constant():
+    """gravity=1e25 (accepted: a physical constant > 0) overflows the float32 networks' loss in
+    the first episode; until session 55 the message blamed only the learning rates, which
+    were the defaults (`train frd --private-param gravity=1e25,9.8`, 2026-12-07)."""
+    cfg = FrdConfig(**{**TINY, "private_param": "gravity", "gravities": (1e25, 9.8)})
+    with pytest.raises(InvalidParameterError) as e:
+        train_many([cfg], seed=0, accountants=[Accountant(ledger=Ledger(":memory:"))])
+    msg = str(e.value)
+    assert msg.startswith("frd diverged: ") and "learning rate too large" in msg
+    assert "or an extreme physical constant (this agent's private gravity is 1e+25; " in msg
+
+
 def test_paper_settings_match_table_1():
     assert len(PAPER_SETTINGS) == 7
     s3 = setting_config(3)

@@ -94,7 +94,13 @@ def _check_one(name: str, v: Any, tp: Any, b: dict[str, Any], optional: bool = F
             ok = v < hi if b.get("open_max") else v <= hi
         if not ok:
             what = ("None or " if optional else "") + ("an integer" if integer else "a real number")
-            raise InvalidParameterError(f"{name} must be {what}{_words(b, integer)}, got {v!r}")
+            # np.int64(3) is an integer to a reader, not to this check: say which type it takes
+            cast = "int" if integer else "float"
+            numpy = type(v).__module__ == "numpy" and not isinstance(v, (bool, int, float))
+            hint = f" ({type(v).__name__}: give a Python {cast}, {cast}(v))" if numpy else ""
+            raise InvalidParameterError(
+                f"{name} must be {what}{_words(b, integer)}, got {v!r}{hint}"
+            )
     if b.get("check") is not None:
         b["check"](v)
 

@@ -409,7 +409,9 @@ class _Engine:
                 f", agent {self.agent_slot[a]} has non-finite network weights after episode "
                 f"{int(self.ep[a]) + 1} (theta diverged; nothing after it was released); likely "
                 f"cause: a learning rate too large (actor_lr={c.actor_lr!r}, "
-                f"critic_lr={c.critic_lr!r}, distil_lr={c.distil_lr!r})"
+                f"critic_lr={c.critic_lr!r}, distil_lr={c.distil_lr!r}), or an extreme physical "
+                f"constant (this agent's private {c.private_param} is {float(self.secret[a])!r}; "
+                f"CartPole-v1's is {CARTPOLE_DEFAULTS[c.private_param]!r})"
             )
         for a in fin:
             e = int(self.ep[a])

@@ -19,7 +19,7 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.parse import INT_MAX, epsilon_or_inf, parse_int, parse_private_param, real_in
-from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from ldp_audit.training.pgc_a3c.config import GRAVITY_MAX, PgcA3cConfig
 
 #: generated, in the first help group (their values read as ``args.<field>``, config defaults)
 READINGS = ("stop_at_target", "acting", "clip_kind", "aggregator", "aggregator_lr", "target")
@@ -157,6 +157,13 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
                 f"units, 200-step episodes, no probe); --agents, --hidden, --episode-steps, "
                 "--probe-timeout do not apply, "
                 f"got {sorted(sizes)}"
+            )
+        bad = [v for v in pp[1] if not 0 < v <= GRAVITY_MAX]
+        if bad:  # named as given (PgcA3cConfig's message names its field, gravities)
+            raise InvalidParameterError(
+                f"--private-param gravity: CartPole-v1's gravity is a physical constant: "
+                f"candidate {bad[0]!r} must be > 0 and <= {GRAVITY_MAX:g} (the CartPole "
+                "engine's float32 observations overflow beyond)"
             )
         kw["gravities"] = pp[1]
     elif env is not None:

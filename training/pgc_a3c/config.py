@@ -23,6 +23,12 @@ from ldp_audit.training.pgc_a3c.model import DIM
 from ldp_audit.training.reproduction import check_fields
 from ldp_audit.validation import check_int
 
+#: The largest gravity the CartPole engine takes. Its observations are float32, as Gymnasium's,
+#: and one step gives the pole an angular velocity of about 0.0016 g, which overflows float32
+#: near g = 2e41: the observation becomes inf and the report NaN (2026-12-07: 1e100 stopped a
+#: run mid-way, exit 2 "values must be finite; found nan", where 1e39 trained).
+GRAVITY_MAX = 1e30
+
 __all__ = ["ADAPTIVE_DEFAULT_LR", "PgcA3cConfig", "TrainResult"]
 
 _MECHANISMS = ("laplace", "prs", "none")
@@ -153,11 +159,12 @@ class PgcA3cConfig(SharedFields):
     """Entropy weight beta of eq. 16, in [0, 1000] (0: no entropy bonus): a weight relative to
     the policy loss (weight 1; the paper's 0.01), bounded for the reason of ``lam``."""
     gravities: tuple[float, ...] = field(
-        default=PAPER_GRAVITIES, metadata=bounds(minimum=sys.float_info.min)
+        default=PAPER_GRAVITIES, metadata=bounds(minimum=sys.float_info.min, maximum=GRAVITY_MAX)
     )
-    """The private gravity psi of an agent is drawn uniformly from these."""
+    """The private gravity psi of an agent is drawn uniformly from these (at most
+    :data:`GRAVITY_MAX`)."""
     agent_gravities: tuple[float, ...] | None = field(
-        default=None, metadata=bounds(minimum=sys.float_info.min)
+        default=None, metadata=bounds(minimum=sys.float_info.min, maximum=GRAVITY_MAX)
     )
     """Optional fixed gravity of agent a (agents numbered in arrival order within each trial),
     e.g. to plant canaries for membership inference; agents beyond its length draw from
