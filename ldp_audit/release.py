@@ -299,12 +299,40 @@ def _check_values(values: Any, name: str) -> np.ndarray:
     return x
 
 
+def _check_guarantee(epsilon: Any, delta: Any, prefix: str = "") -> tuple[float, float]:
+    """The per-release guarantee recorded on a seal: ``epsilon`` a real number >= 0 (inf
+    allowed; NaN, ``'1'`` and ``True`` refused), ``delta`` in [0, 1]."""
+    eps = check_real(epsilon, f"{prefix}epsilon")
+    if not eps >= 0.0:  # also NaN
+        raise InvalidParameterError(f"{prefix}epsilon must be >= 0 (inf allowed), got {epsilon!r}")
+    return eps, check_probability(delta, f"{prefix}delta", open_interval=False)
+
+
+def _check_released(value: Any, name: str, rows: int | None) -> np.ndarray:
+    """What a randomiser returned, known only after the charge: a non-empty, real, finite array
+    with ``rows`` rows (when given), else refused; the charge stands (the safe direction)."""
+    try:
+        x = _check_values(value, name)
+        got = x.shape[0] if x.ndim else 1
+        if rows is not None and got != rows:
+            raise InvalidParameterError(
+                f"{name} must have one row per charged row ({rows}), got shape {x.shape}"
+            )
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(
+            f"{exc} (the ledger charge stands: charged, never released)"
+        ) from None
+    return x
+
+
 def release_many(
     requests: Sequence[ReleaseRequest], *, accountant: Charging, scope: str = "local"
 ) -> list[SealedRelease]:
     """Charge every row of every request in one ledger transaction, then randomise each group.
 
     If the charge raises (e.g. ``BudgetExceeded``), no noise is drawn and nothing is released.
+    What ``privatize`` returns must be a non-empty, real, finite array with one row per charged
+    row; anything else is refused after the charge (charged, never released).
     """
     from ldp_audit.accountant import event_for
 
@@ -332,20 +360,24 @@ def release_many(
         if r.preprocess is not None:  # deterministic (a clip): done before the charge so a
             x = _check_values(r.preprocess(x), "preprocess(values)")  # bad value costs nothing
         _check_meta(r.meta, n)  # a bad id array is refused before the charge too
+        guarantee = _check_guarantee(
+            r.mechanism.epsilon, getattr(r.mechanism, "delta", 0.0), "mechanism."
+        )
         ev = r.event if r.event is not None else event_for(r.mechanism)
         charges.extend((a, ev) for a in ids)
-        prepared.append((r, x, ids, ev))
+        prepared.append((r, x, ids, ev, guarantee))
     scope = check_choice(scope, "scope", _SCOPES)
     if charges:
         accountant.charge_many(charges, scope=scope)  # durable, before any noise
     out = []
-    for r, x, ids, ev in prepared:
+    for r, x, ids, ev, (eps, dl) in prepared:
+        value = r.mechanism.privatize(x, r.rng)
         out.append(
             SealedRelease(
-                r.mechanism.privatize(x, r.rng),
+                _check_released(value, "mechanism.privatize(values)", len(ids)),
                 meta=r.meta,
-                epsilon=float(getattr(r.mechanism, "epsilon", np.inf)),
-                delta=float(getattr(r.mechanism, "delta", 0.0)),
+                epsilon=eps,
+                delta=dl,
                 event=ev,
                 agent_ids=ids,
                 seal=_SEAL,
@@ -427,16 +459,12 @@ def release_with(
     charges = _check_charges(charges, memo if len(memo) < 1024 else {})
     if not charges:
         raise InvalidParameterError("charges must name at least one (agent, event)")
-    eps = check_real(epsilon, "epsilon")  # the per-release guarantee, for the record
-    if not eps >= 0.0:  # also NaN
-        raise InvalidParameterError(f"epsilon must be >= 0 (inf allowed), got {epsilon!r}")
-    dl = check_probability(delta, "delta", open_interval=False)
+    eps, dl = _check_guarantee(epsilon, delta)  # the per-release guarantee, for the record
     scope = check_choice(scope, "scope", _SCOPES)
     meta_arrays = _check_meta(meta, None)
     accountant.charge_many(charges, scope=scope)  # durable, before any noise
-    value = randomise()
+    x = _check_released(randomise(), "randomise()'s value", None)
     try:
-        x = _check_values(value, "randomise()'s value")
         _check_meta(meta_arrays, x.shape[0] if x.ndim else 1)
     except InvalidParameterError as exc:
         raise InvalidParameterError(

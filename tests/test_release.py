@@ -238,6 +238,50 @@ def test_release_and_release_with_refuse_the_same_values() -> None:
         assert first in str(b.value)
 
 
+class _PlugIn:
+    """A user's mechanism written from the protocol (epsilon, privatize), with a bad output."""
+
+    def __init__(self, out, epsilon=1.0):
+        self.out, self.epsilon = out, epsilon
+
+    def privatize(self, x, rng):
+        return self.out(np.asarray(x, dtype=float) + rng.laplace(size=np.shape(x)))
+
+
+@pytest.mark.parametrize(
+    "out, match",
+    [
+        (lambda y: np.concatenate([y, y]), "one row per charged row"),  # 6 rows for 3 charges
+        (lambda y: y[:1], "one row per charged row"),
+        (lambda y: np.float64(y.sum()), "one row per charged row"),
+        (lambda y: y * np.nan, "must be finite"),
+        (lambda y: y[:0], "must be non-empty"),
+        (lambda y: None, "real numeric array"),
+    ],
+)
+def test_release_refuses_a_privatize_output_that_is_not_one_row_per_charge(out, match) -> None:
+    """Found from outside (session 55): a plug-in privatize returning 6 rows for 3 charged rows
+    was sealed (6 released, 3 charged), and a NaN output was sealed too; release_with refused
+    both. Now refused after the charge, which stands (charged, never released)."""
+    acc = _acc()
+    with pytest.raises(InvalidParameterError, match=match) as info:
+        release(np.zeros(3), mechanism=_PlugIn(out), accountant=acc, agent_ids=["a", "b", "c"],
+                rng=np.random.default_rng(0))  # fmt: skip
+    assert "charged, never released" in str(info.value)
+    assert len(acc.ledger) == 3
+
+
+@pytest.mark.parametrize("eps", ["1", True, float("nan"), -1.0])
+def test_release_refuses_a_mechanism_epsilon_that_is_not_a_number_before_the_charge(eps) -> None:
+    """A plug-in's epsilon '1' or True was coerced onto the seal (1.0) when an event was given;
+    now refused like release_with's epsilon, before anything is charged."""
+    acc = _acc()
+    with pytest.raises(InvalidParameterError, match="mechanism.epsilon"):
+        release(np.zeros(2), mechanism=_PlugIn(lambda y: y, eps), accountant=acc,
+                agent_ids=["a", "b"], rng=np.random.default_rng(0), event=_ev())  # fmt: skip
+    assert len(acc.ledger) == 0
+
+
 # ----------------------------------------------------------- reservation of a block (issue 25)
 def _rows(acc):
     return [(r["agent"], r["event"], r["scope"]) for r in acc.ledger.records()]
