@@ -19,6 +19,7 @@ from ldp_audit.accountant import (
     PoissonSampledEvent,
     PureDpEvent,
     SelfComposedEvent,
+    TallyLedger,
     compose,
     event_for,
 )
@@ -325,3 +326,20 @@ def test_central_budget_with_rdp():
     assert used <= 2.0 < compose([(step, n + 1)], delta=1e-5, method="rdp")[0]
     assert acc.remaining("model", scope="central") == pytest.approx(2.0 - used)
     acc.charge("x", PureDpEvent(50.0))  # no local budget
+
+
+def test_a_subnormal_delta_composes_pure_histories_as_at_zero_everywhere():
+    """Found from outside (session 55): at delta=1e-320, ``spent`` raised "delta must be >=
+    2.22507e-308" (from rdp, which 'best' tried), ``spent_all`` gave every pure-DP agent inf
+    ("unsupported") and ``ldp-audit budget RUN --delta 1e-320`` printed inf for every agent of
+    a Laplace run, exit 0. The methods needing delta > 0 refuse a subnormal one, so for them it
+    is delta 0: best composes with basic/optimal, and a Gaussian is inf as at delta 0."""
+    acc = Accountant(ledger=TallyLedger())
+    acc.charge_many([("a", LaplaceEvent(1.0)), ("a", LaplaceEvent(1.5)), ("g", GaussianEvent(1.0))])
+    for d in (1e-320, 5e-324, 2e-308):
+        assert acc.spent("a", delta=d) == pytest.approx(2.5)
+        assert acc.spent_all(delta=d) == {"a": pytest.approx(2.5), "g": math.inf}
+        assert acc.spent("g", delta=d) == math.inf
+        with pytest.raises(InvalidParameterError, match="needs delta >= 2.22507e-308"):
+            acc.spent("a", delta=d, method="rdp")
+    assert acc.summary(delta=1e-320)["local"]["max_epsilon"] == math.inf  # g
