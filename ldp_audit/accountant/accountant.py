@@ -279,7 +279,7 @@ class Accountant:
             hit = json_of.get(id(event))
             if hit is None or hit[0] is not event:
                 hit = json_of[id(event)] = (event, event_to_json(event))  # validates the event
-            if type(agent) is not str or not agent or "\x00" in agent or not agent.isascii():
+            if type(agent) is not str or not agent or not agent.isprintable():  # fast path
                 check_text(agent, "agent id", agent=True)
             rows.append((agent, hit[1], scope))
         if not rows:
