@@ -24,6 +24,7 @@ from ldp_audit.accountant import (
     event_for,
 )
 from ldp_audit.accountant import composition as C
+from ldp_audit.accountant.events import event_from_dict
 from ldp_audit.accountant.methods import supports
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
 
@@ -343,3 +344,15 @@ def test_a_subnormal_delta_composes_pure_histories_as_at_zero_everywhere():
         with pytest.raises(InvalidParameterError, match="needs delta >= 2.22507e-308"):
             acc.spent("a", delta=d, method="rdp")
     assert acc.summary(delta=1e-320)["local"]["max_epsilon"] == math.inf  # g
+
+
+def test_an_empty_composed_event_is_refused_not_charged_as_nothing():
+    """Found from outside (session 55): ``ComposedEvent([])`` was charged five times under a
+    budget of 1 and read epsilon 0 (``release(..., event=ComposedEvent([]))`` released values
+    whose charge composed to nothing). Refused by name, as ``SelfComposedEvent(ev, 0)`` is."""
+    for events in ([], (), iter([])):
+        with pytest.raises(InvalidParameterError, match="events must name at least one event"):
+            ComposedEvent(events)
+    with pytest.raises(InvalidParameterError, match="at least one event"):
+        event_from_dict({"type": "composed", "events": []})
+    assert ComposedEvent([LaplaceEvent(1.0)]).events == (LaplaceEvent(1.0),)
