@@ -83,6 +83,7 @@ from ldp_audit.accountant.ledger_store import (
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.accountant.ledger_write import ChainWriter, Replay, before
 from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.validation import check_bool
 
 __all__ = ["Ledger", "TallyLedger"]
 
@@ -157,8 +158,8 @@ class Ledger(LedgerQueries):
         store = SqliteStore(
             path,
             timeout=timeout,
-            create=create,
-            readonly=readonly,
+            create=check_bool(create, "create"),
+            readonly=check_bool(readonly, "readonly"),
             initial=lambda: genesis_records(load_key(create=True)),
         )
         # ":memory:": a private ledger under an ephemeral key of this process
