@@ -356,3 +356,14 @@ def test_an_empty_composed_event_is_refused_not_charged_as_nothing():
     with pytest.raises(InvalidParameterError, match="at least one event"):
         event_from_dict({"type": "composed", "events": []})
     assert ComposedEvent([LaplaceEvent(1.0)]).events == (LaplaceEvent(1.0),)
+
+
+@pytest.mark.parametrize("method", ["advanced", "rdp", "prv", "pld", "filter"])
+def test_a_budget_a_method_cannot_compute_at_its_delta_is_refused_when_made(method):
+    """Found from outside (session 55): ``Budget(1.0, delta=1e-320, method='rdp')`` was
+    accepted, and every later charge raised "method 'rdp' does not support this history": a
+    budget no charge could be checked against. Refused when made, as delta 0 is."""
+    for delta in (0.0, 1e-320, 5e-324):
+        with pytest.raises(InvalidParameterError, match="budget delta must be > 0"):
+            Budget(1.0, delta=delta, method=method)
+    assert Budget(1.0, delta=sys.float_info.min, method=method).delta == sys.float_info.min

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -79,9 +80,12 @@ class Budget:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "budget epsilon"))
         object.__setattr__(self, "delta", check_delta(self.delta))
         check_method(self.method, _BUDGET_METHODS)
-        if (self.method in NEEDS_DELTA or self.method == "filter") and self.delta == 0.0:
+        if (self.method in NEEDS_DELTA or self.method == "filter") and (
+            self.delta < sys.float_info.min  # 0, or a subnormal no such method computes with
+        ):
             raise InvalidParameterError(
-                f"budget delta must be > 0 for method {self.method!r}, got {self.delta!r}"
+                f"budget delta must be > 0 (a normal double, >= {sys.float_info.min:g}) for "
+                f"method {self.method!r}, got {self.delta!r}"
             )
         if self.method == "filter" and self.delta >= 1.0 / math.e:
             raise InvalidParameterError(
