@@ -367,3 +367,25 @@ def test_a_budget_a_method_cannot_compute_at_its_delta_is_refused_when_made(meth
         with pytest.raises(InvalidParameterError, match="budget delta must be > 0"):
             Budget(1.0, delta=delta, method=method)
     assert Budget(1.0, delta=sys.float_info.min, method=method).delta == sys.float_info.min
+
+
+def test_a_budget_recorded_after_an_accountant_opened_is_enforced_by_it(tmp_path):
+    """Found from outside (session 55): ``A = Accountant(path)`` (no budget recorded yet), then
+    ``Accountant(path, budget=1.0)`` recorded one, and A charged 5.0 to an agent: the ledger
+    held a spend five times its durable budget. The budget is the ledger's: A enforces it from
+    the first charge after it was recorded (a file: read inside the write transaction; one
+    ledger object shared in a process: when its metadata was written)."""
+    path = str(tmp_path / "l.sqlite")
+    late = Accountant(path)
+    Accountant(path, budget=1.0)  # another connection (another process, for all it knows)
+    with pytest.raises(BudgetExceeded):
+        late.charge("x", LaplaceEvent(5.0))
+    late.charge("x", LaplaceEvent(1.0))
+    assert late.budget == Budget(1.0) and late.spent("x", method="basic") == 1.0
+    for ledger in (Ledger(":memory:"), TallyLedger()):
+        late = Accountant(ledger)
+        Accountant(ledger, central_budget=1.0)
+        late.charge("x", LaplaceEvent(5.0))  # local: none recorded
+        with pytest.raises(BudgetExceeded):
+            late.charge("x", LaplaceEvent(5.0), scope="central")
+        assert len(ledger) == 1

@@ -199,6 +199,7 @@ class Accountant:
         self.adaptive = adaptive
         self.run_id = run_id
         self._cache: dict[tuple, dict[str, tuple[float, str]]] = {}
+        self._meta_writes = self.ledger.meta_writes
 
     def _durable_budget(
         self, name: str, b: Budget | None, stored: str | None, adaptive: bool
@@ -290,7 +291,24 @@ class Accountant:
             return 0
         budget = self._budget_for(scope)  # checked inside the write, before anything is written
         check = None if budget is None else partial(self._check_budget, rows, budget, scope)
+        if budget is None and (self.ledger.durable or self.ledger.meta_writes != self._meta_writes):
+            check = partial(self._check_recorded_budget, rows, scope)
         return self.ledger.charge_rows(rows, run_id=self.run_id, check=check)
+
+    def _check_recorded_budget(
+        self, rows: Sequence[tuple[str, str, str]], scope: str, states: dict[str, AgentState]
+    ) -> None:
+        """Without a budget of its own: the budget another accountant (or process) recorded
+        since this one opened is the ledger's, so it is enforced from then on (read inside the
+        write transaction: the metadata as this charge commits against it)."""
+        self._meta_writes = self.ledger.meta_writes
+        meta = self.ledger.meta()
+        for name in ("budget", "central_budget"):
+            if getattr(self, name) is None and meta.get(name) is not None:
+                setattr(self, name, self._durable_budget(name, None, meta[name], self.adaptive))
+        budget = self._budget_for(scope)
+        if budget is not None:
+            self._check_budget(rows, budget, scope, states)
 
     def _check_budget(
         self,
