@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -515,6 +516,9 @@ class Reservation:
         self.closed = False
         self._balance: Counter[tuple[str, str]] = Counter()
         self._release_event_memo: dict[int, tuple[Any, str]] = {}
+        # one add, draw or close at a time: two threads drawing the last reserved charge both
+        # passed the balance check before either subtracted (a release never charged)
+        self._lock = threading.RLock()
 
     def _keys(self, charges: Any) -> list[tuple[str, str]]:
         """``[(agent, event JSON), ...]`` of checked ``charges`` (the memo holds every event)."""
@@ -531,17 +535,18 @@ class Reservation:
         Returns:
             The number of charges added.
         """
-        self._open()
-        if len(self._release_event_memo) > 1024:
-            self._release_event_memo.clear()
-        ch = _check_charges(charges, self._release_event_memo)
-        if not ch:
-            return 0
-        self.accountant.charge_many(ch, scope=self.scope)  # durable, before any release
-        self.charged += len(ch)
-        if self.itemised:
-            self._balance.update(self._keys(ch))
-        return len(ch)
+        with self._lock:
+            self._open()
+            if len(self._release_event_memo) > 1024:
+                self._release_event_memo.clear()
+            ch = _check_charges(charges, self._release_event_memo)
+            if not ch:
+                return 0
+            self.accountant.charge_many(ch, scope=self.scope)  # durable, before any release
+            self.charged += len(ch)
+            if self.itemised:
+                self._balance.update(self._keys(ch))
+            return len(ch)
 
     def charge_many(self, charges: Iterable[tuple[str, Any]], *, scope: str = "local") -> int:
         """Draw ``charges`` from the reservation (what :func:`release` and :func:`release_with`
@@ -551,26 +556,27 @@ class Reservation:
             InvalidParameterError: a charge was not reserved (or not enough times), the scope
                 differs from the reservation's, or the reservation is closed or not itemised.
         """
-        self._open()
-        if not self.itemised:
-            raise InvalidParameterError(
-                "this reservation is not itemised: its releases are counted by the engine that "
-                "made it, not drawn through ldp_audit.release"
-            )
-        if check_choice(scope, "scope", _SCOPES) != self.scope:
-            raise InvalidParameterError(
-                f"scope {scope!r} differs from the reservation's {self.scope!r}"
-            )
-        need = Counter(self._keys(charges))
-        for k, n in need.items():
-            if self._balance[k] < n:
+        with self._lock:
+            self._open()
+            if not self.itemised:
                 raise InvalidParameterError(
-                    f"release of {k[0]!r} ({k[1]}) was not charged to the ledger first"
+                    "this reservation is not itemised: its releases are counted by the engine "
+                    "that made it, not drawn through ldp_audit.release"
                 )
-        self._balance.subtract(need)
-        drawn = sum(need.values())
-        self.drawn += drawn
-        return drawn
+            if check_choice(scope, "scope", _SCOPES) != self.scope:
+                raise InvalidParameterError(
+                    f"scope {scope!r} differs from the reservation's {self.scope!r}"
+                )
+            need = Counter(self._keys(charges))
+            for k, n in need.items():
+                if self._balance[k] < n:
+                    raise InvalidParameterError(
+                        f"release of {k[0]!r} ({k[1]}) was not charged to the ledger first"
+                    )
+            self._balance.subtract(need)
+            drawn = sum(need.values())
+            self.drawn += drawn
+            return drawn
 
     def unused(self) -> int | None:
         """Reserved charges not (yet) drawn: charged, never released (None if not itemised)."""
@@ -578,8 +584,9 @@ class Reservation:
 
     def close(self) -> int | None:
         """End the block: later adds and draws are refused. Returns :meth:`unused`."""
-        self.closed = True
-        return self.unused()
+        with self._lock:
+            self.closed = True
+            return self.unused()
 
     def __enter__(self) -> Reservation:
         return self
