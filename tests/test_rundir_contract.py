@@ -276,3 +276,29 @@ def test_a_run_records_the_machine_and_the_cli_command_it_was_made_by(tmp_path) 
         RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume").finish()
     assert read_config(run)["command"] == "ldp-audit train x --out 'a b'"
     assert verify_manifest(run)["ok"]
+
+
+def test_a_file_system_without_flock_still_writes_runs(tmp_path, monkeypatch) -> None:
+    """The one-writer lock is best effort where ``flock`` fails (some network or FUSE file
+    systems raise ENOLCK): the run is written as before, never a raw OSError."""
+    import errno
+    import fcntl
+
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    real = fcntl.flock
+
+    def no_flock(fd, op):  # the run's lock (non-blocking) only: the marks' folder lock works
+        if op & fcntl.LOCK_NB:
+            raise OSError(errno.ENOLCK, "No locks available")
+        return real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
+    Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+    w.finish(status="interrupted")
+    r = RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+    r.open_ledger()
+    r.finish()
+    _run(tmp_path / "run", mode="overwrite")

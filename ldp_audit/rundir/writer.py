@@ -180,7 +180,9 @@ class RunWriter:
         else:
             if mode == "overwrite" and self.path.exists():
                 if self.ledger_path.is_file():  # not from under a writer of the run
-                    os.close(hold_file(self.ledger_path, f"run {str(self.path)!r}"))
+                    held = hold_file(self.ledger_path, f"run {str(self.path)!r}")
+                    if held is not None:
+                        os.close(held)
                 shutil.rmtree(self.path)
             self.path.mkdir(parents=True, exist_ok=True)
             cfg_doc["versions"] = versions()
@@ -253,7 +255,8 @@ class RunWriter:
         ``--resume`` at once both replayed and charged, 5,667 charges for 3,000 releases)."""
         if self._held is None and self.ledger_path.is_file():
             fd = hold_file(self.ledger_path, f"run {str(self.path)!r}")
-            self._held = weakref.finalize(self, os.close, fd)  # also when dropped unfinished
+            if fd is not None:  # also released when the writer is dropped unfinished
+                self._held = weakref.finalize(self, os.close, fd)
 
     def open_ledger(self, **kwargs: Any) -> Any:
         """The run's ``ledger.sqlite`` as a ``Ledger`` (created on a new run)."""
