@@ -200,8 +200,9 @@ def hold_file(path: Path, who: str) -> int | None:
     except BlockingIOError:
         os.close(fd)
         raise RunDirectoryError(
-            f"{who} is being written by another process (its {path.name} is held): wait for it "
-            f"to end, or stop it, before writing this run"
+            f"{who} is being written by another process (its {path.name} is held; or by an "
+            f"unfinished writer of this process: finish or close it first): wait for it to end, "
+            f"or stop it, before writing this run"
         ) from None
     except OSError:  # no flock here (some network or FUSE file systems)
         os.close(fd)
