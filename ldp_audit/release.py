@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -299,12 +300,40 @@ def _check_values(values: Any, name: str) -> np.ndarray:
     return x
 
 
+def _check_guarantee(epsilon: Any, delta: Any, prefix: str = "") -> tuple[float, float]:
+    """The per-release guarantee recorded on a seal: ``epsilon`` a real number >= 0 (inf
+    allowed; NaN, ``'1'`` and ``True`` refused), ``delta`` in [0, 1]."""
+    eps = check_real(epsilon, f"{prefix}epsilon")
+    if not eps >= 0.0:  # also NaN
+        raise InvalidParameterError(f"{prefix}epsilon must be >= 0 (inf allowed), got {epsilon!r}")
+    return eps, check_probability(delta, f"{prefix}delta", open_interval=False)
+
+
+def _check_released(value: Any, name: str, rows: int | None) -> np.ndarray:
+    """What a randomiser returned, known only after the charge: a non-empty, real, finite array
+    with ``rows`` rows (when given), else refused; the charge stands (the safe direction)."""
+    try:
+        x = _check_values(value, name)
+        got = x.shape[0] if x.ndim else 1
+        if rows is not None and got != rows:
+            raise InvalidParameterError(
+                f"{name} must have one row per charged row ({rows}), got shape {x.shape}"
+            )
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(
+            f"{exc} (the ledger charge stands: charged, never released)"
+        ) from None
+    return x
+
+
 def release_many(
     requests: Sequence[ReleaseRequest], *, accountant: Charging, scope: str = "local"
 ) -> list[SealedRelease]:
     """Charge every row of every request in one ledger transaction, then randomise each group.
 
     If the charge raises (e.g. ``BudgetExceeded``), no noise is drawn and nothing is released.
+    What ``privatize`` returns must be a non-empty, real, finite array with one row per charged
+    row; anything else is refused after the charge (charged, never released).
     """
     from ldp_audit.accountant import event_for
 
@@ -332,20 +361,24 @@ def release_many(
         if r.preprocess is not None:  # deterministic (a clip): done before the charge so a
             x = _check_values(r.preprocess(x), "preprocess(values)")  # bad value costs nothing
         _check_meta(r.meta, n)  # a bad id array is refused before the charge too
+        guarantee = _check_guarantee(
+            r.mechanism.epsilon, getattr(r.mechanism, "delta", 0.0), "mechanism."
+        )
         ev = r.event if r.event is not None else event_for(r.mechanism)
         charges.extend((a, ev) for a in ids)
-        prepared.append((r, x, ids, ev))
+        prepared.append((r, x, ids, ev, guarantee))
     scope = check_choice(scope, "scope", _SCOPES)
     if charges:
         accountant.charge_many(charges, scope=scope)  # durable, before any noise
     out = []
-    for r, x, ids, ev in prepared:
+    for r, x, ids, ev, (eps, dl) in prepared:
+        value = r.mechanism.privatize(x, r.rng)
         out.append(
             SealedRelease(
-                r.mechanism.privatize(x, r.rng),
+                _check_released(value, "mechanism.privatize(values)", len(ids)),
                 meta=r.meta,
-                epsilon=float(getattr(r.mechanism, "epsilon", np.inf)),
-                delta=float(getattr(r.mechanism, "delta", 0.0)),
+                epsilon=eps,
+                delta=dl,
                 event=ev,
                 agent_ids=ids,
                 seal=_SEAL,
@@ -427,16 +460,12 @@ def release_with(
     charges = _check_charges(charges, memo if len(memo) < 1024 else {})
     if not charges:
         raise InvalidParameterError("charges must name at least one (agent, event)")
-    eps = check_real(epsilon, "epsilon")  # the per-release guarantee, for the record
-    if not eps >= 0.0:  # also NaN
-        raise InvalidParameterError(f"epsilon must be >= 0 (inf allowed), got {epsilon!r}")
-    dl = check_probability(delta, "delta", open_interval=False)
+    eps, dl = _check_guarantee(epsilon, delta)  # the per-release guarantee, for the record
     scope = check_choice(scope, "scope", _SCOPES)
     meta_arrays = _check_meta(meta, None)
     accountant.charge_many(charges, scope=scope)  # durable, before any noise
-    value = randomise()
+    x = _check_released(randomise(), "randomise()'s value", None)
     try:
-        x = _check_values(value, "randomise()'s value")
         _check_meta(meta_arrays, x.shape[0] if x.ndim else 1)
     except InvalidParameterError as exc:
         raise InvalidParameterError(
@@ -487,6 +516,9 @@ class Reservation:
         self.closed = False
         self._balance: Counter[tuple[str, str]] = Counter()
         self._release_event_memo: dict[int, tuple[Any, str]] = {}
+        # one add, draw or close at a time: two threads drawing the last reserved charge both
+        # passed the balance check before either subtracted (a release never charged)
+        self._lock = threading.RLock()
 
     def _keys(self, charges: Any) -> list[tuple[str, str]]:
         """``[(agent, event JSON), ...]`` of checked ``charges`` (the memo holds every event)."""
@@ -503,17 +535,18 @@ class Reservation:
         Returns:
             The number of charges added.
         """
-        self._open()
-        if len(self._release_event_memo) > 1024:
-            self._release_event_memo.clear()
-        ch = _check_charges(charges, self._release_event_memo)
-        if not ch:
-            return 0
-        self.accountant.charge_many(ch, scope=self.scope)  # durable, before any release
-        self.charged += len(ch)
-        if self.itemised:
-            self._balance.update(self._keys(ch))
-        return len(ch)
+        with self._lock:
+            self._open()
+            if len(self._release_event_memo) > 1024:
+                self._release_event_memo.clear()
+            ch = _check_charges(charges, self._release_event_memo)
+            if not ch:
+                return 0
+            self.accountant.charge_many(ch, scope=self.scope)  # durable, before any release
+            self.charged += len(ch)
+            if self.itemised:
+                self._balance.update(self._keys(ch))
+            return len(ch)
 
     def charge_many(self, charges: Iterable[tuple[str, Any]], *, scope: str = "local") -> int:
         """Draw ``charges`` from the reservation (what :func:`release` and :func:`release_with`
@@ -523,26 +556,27 @@ class Reservation:
             InvalidParameterError: a charge was not reserved (or not enough times), the scope
                 differs from the reservation's, or the reservation is closed or not itemised.
         """
-        self._open()
-        if not self.itemised:
-            raise InvalidParameterError(
-                "this reservation is not itemised: its releases are counted by the engine that "
-                "made it, not drawn through ldp_audit.release"
-            )
-        if check_choice(scope, "scope", _SCOPES) != self.scope:
-            raise InvalidParameterError(
-                f"scope {scope!r} differs from the reservation's {self.scope!r}"
-            )
-        need = Counter(self._keys(charges))
-        for k, n in need.items():
-            if self._balance[k] < n:
+        with self._lock:
+            self._open()
+            if not self.itemised:
                 raise InvalidParameterError(
-                    f"release of {k[0]!r} ({k[1]}) was not charged to the ledger first"
+                    "this reservation is not itemised: its releases are counted by the engine "
+                    "that made it, not drawn through ldp_audit.release"
                 )
-        self._balance.subtract(need)
-        drawn = sum(need.values())
-        self.drawn += drawn
-        return drawn
+            if check_choice(scope, "scope", _SCOPES) != self.scope:
+                raise InvalidParameterError(
+                    f"scope {scope!r} differs from the reservation's {self.scope!r}"
+                )
+            need = Counter(self._keys(charges))
+            for k, n in need.items():
+                if self._balance[k] < n:
+                    raise InvalidParameterError(
+                        f"release of {k[0]!r} ({k[1]}) was not charged to the ledger first"
+                    )
+            self._balance.subtract(need)
+            drawn = sum(need.values())
+            self.drawn += drawn
+            return drawn
 
     def unused(self) -> int | None:
         """Reserved charges not (yet) drawn: charged, never released (None if not itemised)."""
@@ -550,8 +584,9 @@ class Reservation:
 
     def close(self) -> int | None:
         """End the block: later adds and draws are refused. Returns :meth:`unused`."""
-        self.closed = True
-        return self.unused()
+        with self._lock:
+            self.closed = True
+            return self.unused()
 
     def __enter__(self) -> Reservation:
         return self

@@ -19,10 +19,12 @@ from ldp_audit.accountant import (
     PoissonSampledEvent,
     PureDpEvent,
     SelfComposedEvent,
+    TallyLedger,
     compose,
     event_for,
 )
 from ldp_audit.accountant import composition as C
+from ldp_audit.accountant.events import event_from_dict
 from ldp_audit.accountant.methods import supports
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
 
@@ -325,3 +327,65 @@ def test_central_budget_with_rdp():
     assert used <= 2.0 < compose([(step, n + 1)], delta=1e-5, method="rdp")[0]
     assert acc.remaining("model", scope="central") == pytest.approx(2.0 - used)
     acc.charge("x", PureDpEvent(50.0))  # no local budget
+
+
+def test_a_subnormal_delta_composes_pure_histories_as_at_zero_everywhere():
+    """Found from outside (session 55): at delta=1e-320, ``spent`` raised "delta must be >=
+    2.22507e-308" (from rdp, which 'best' tried), ``spent_all`` gave every pure-DP agent inf
+    ("unsupported") and ``ldp-audit budget RUN --delta 1e-320`` printed inf for every agent of
+    a Laplace run, exit 0. The methods needing delta > 0 refuse a subnormal one, so for them it
+    is delta 0: best composes with basic/optimal, and a Gaussian is inf as at delta 0."""
+    acc = Accountant(ledger=TallyLedger())
+    acc.charge_many([("a", LaplaceEvent(1.0)), ("a", LaplaceEvent(1.5)), ("g", GaussianEvent(1.0))])
+    for d in (1e-320, 5e-324, 2e-308):
+        assert acc.spent("a", delta=d) == pytest.approx(2.5)
+        assert acc.spent_all(delta=d) == {"a": pytest.approx(2.5), "g": math.inf}
+        assert acc.spent("g", delta=d) == math.inf
+        with pytest.raises(InvalidParameterError, match="needs delta >= 2.22507e-308"):
+            acc.spent("a", delta=d, method="rdp")
+    assert acc.summary(delta=1e-320)["local"]["max_epsilon"] == math.inf  # g
+
+
+def test_an_empty_composed_event_is_refused_not_charged_as_nothing():
+    """Found from outside (session 55): ``ComposedEvent([])`` was charged five times under a
+    budget of 1 and read epsilon 0 (``release(..., event=ComposedEvent([]))`` released values
+    whose charge composed to nothing). Refused by name, as ``SelfComposedEvent(ev, 0)`` is."""
+    for events in ([], (), iter([])):
+        with pytest.raises(InvalidParameterError, match="events must name at least one event"):
+            ComposedEvent(events)
+    with pytest.raises(InvalidParameterError, match="at least one event"):
+        event_from_dict({"type": "composed", "events": []})
+    assert ComposedEvent([LaplaceEvent(1.0)]).events == (LaplaceEvent(1.0),)
+
+
+@pytest.mark.parametrize("method", ["advanced", "rdp", "prv", "pld", "filter"])
+def test_a_budget_a_method_cannot_compute_at_its_delta_is_refused_when_made(method):
+    """Found from outside (session 55): ``Budget(1.0, delta=1e-320, method='rdp')`` was
+    accepted, and every later charge raised "method 'rdp' does not support this history": a
+    budget no charge could be checked against. Refused when made, as delta 0 is."""
+    for delta in (0.0, 1e-320, 5e-324):
+        with pytest.raises(InvalidParameterError, match="budget delta must be > 0"):
+            Budget(1.0, delta=delta, method=method)
+    assert Budget(1.0, delta=sys.float_info.min, method=method).delta == sys.float_info.min
+
+
+def test_a_budget_recorded_after_an_accountant_opened_is_enforced_by_it(tmp_path):
+    """Found from outside (session 55): ``A = Accountant(path)`` (no budget recorded yet), then
+    ``Accountant(path, budget=1.0)`` recorded one, and A charged 5.0 to an agent: the ledger
+    held a spend five times its durable budget. The budget is the ledger's: A enforces it from
+    the first charge after it was recorded (a file: read inside the write transaction; one
+    ledger object shared in a process: when its metadata was written)."""
+    path = str(tmp_path / "l.sqlite")
+    late = Accountant(path)
+    Accountant(path, budget=1.0)  # another connection (another process, for all it knows)
+    with pytest.raises(BudgetExceeded):
+        late.charge("x", LaplaceEvent(5.0))
+    late.charge("x", LaplaceEvent(1.0))
+    assert late.budget == Budget(1.0) and late.spent("x", method="basic") == 1.0
+    for ledger in (Ledger(":memory:"), TallyLedger()):
+        late = Accountant(ledger)
+        Accountant(ledger, central_budget=1.0)
+        late.charge("x", LaplaceEvent(5.0))  # local: none recorded
+        with pytest.raises(BudgetExceeded):
+            late.charge("x", LaplaceEvent(5.0), scope="central")
+        assert len(ledger) == 1

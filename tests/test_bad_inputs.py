@@ -707,6 +707,42 @@ def test_an_old_ledgers_nul_agent_is_accounted_not_read_as_zero(tmp_path: Path) 
     assert acc.spent("x") == 1.0 and len(acc.ledger) == 3
 
 
+def test_an_agent_id_with_control_characters_is_refused_and_an_old_one_is_shown_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 55): ``Accountant.charge`` took the agent id
+    ``'0/1\\nbudget: epsilon 1000 per agent ...\\x1b[31m'`` and ``ldp-audit budget`` printed it
+    raw, a forged ``budget:`` line of its own (and a colour escape) in the output. Now a control
+    character (C0, DEL, C1) in an agent id is refused like a NUL; a ledger written before shows
+    it escaped, on one line."""
+    from ldp_audit import accountant as A
+    from ldp_audit.accountant import ledger_format
+
+    acc = A.Accountant(str(tmp_path / "l.sqlite"), budget=10.0)
+    for bad in ("a\nb", "a\x1b[31m", "a\tb", "a\x7f", "a\x9b2J", "a\rb"):
+        with pytest.raises(InvalidParameterError, match="control characters"):
+            acc.charge(bad, A.LaplaceEvent(1.0))
+        with pytest.raises(InvalidParameterError, match="control characters"):
+            acc.charge_many([("ok", A.LaplaceEvent(1.0)), (bad, A.LaplaceEvent(1.0))])
+    assert len(acc.ledger) == 0
+    acc.charge("é b\u00a0", A.LaplaceEvent(1.0))  # printable, not ASCII: still an id
+    acc.ledger.close()
+    old = str(tmp_path / "old.sqlite")  # as written before the refusal
+    monkeypatch.setattr(ledger_format, "_BAD_ID", ledger_format._NOT_UTF8)
+    forged = "0/1\nbudget: epsilon 1000 per agent (delta 0, basic)\x1b[31m"
+    old_acc = A.Accountant(old, budget=10.0)
+    old_acc.charge_many([(forged, A.LaplaceEvent(9.0)), ("0/2", A.LaplaceEvent(1.0))])
+    old_acc.ledger.close()
+    monkeypatch.undo()
+    code, out, _ = run_cli(["budget", old], capsys)
+    assert code == 0
+    assert "\x1b" not in out and "\nbudget: epsilon 1000" not in out
+    assert [ln for ln in out.splitlines() if ln.startswith("budget:")] == [
+        "budget: epsilon 10 per agent (delta 0, basic)"
+    ]
+    assert "0/1\\nbudget: epsilon 1000 per agent (delta 0, basic)\\x1b[31m" in out
+
+
 def test_a_refused_release_charges_nothing_and_draws_nothing() -> None:
     from ldp_audit.accountant import Accountant
     from ldp_audit.mechanisms import Laplace

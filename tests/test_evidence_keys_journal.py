@@ -200,3 +200,16 @@ def test_report_leaves_a_hot_journal_as_it_is(tmp_path: Path) -> None:
     assert json.loads((run / "report" / "report.json").read_text())["ledger"]
     assert (run / "ledger.sqlite").read_bytes() == before
     assert (run / "ledger.sqlite-journal").stat().st_size > 0
+
+
+def test_a_short_or_odd_hex_key_is_named_as_such(monkeypatch) -> None:
+    """Found from outside (session 55): ``LDP_AUDIT_KEY`` of 31 hex digits was refused as "not
+    hex digits (expected 64 hex digits ...)", where the docs (and the 32-digit key it accepts)
+    say at least 32; now the message names the odd count and the rule."""
+    for text, words in (("a" * 31, "an odd number of hex digits"), ("0x" + "ab" * 16, "not hex")):
+        monkeypatch.setenv("LDP_AUDIT_KEY", text)
+        with pytest.raises(KeyFileError, match=words + r".*at least 32") as info:
+            load_key()
+        assert "expected 64" not in str(info.value)
+    monkeypatch.setenv("LDP_AUDIT_KEY", "ab" * 16)
+    assert load_key() is not None

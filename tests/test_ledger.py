@@ -322,3 +322,14 @@ def test_verify_option_is_typed_not_coerced(tmp_path, bad):
         Ledger(path, verify=bad)
     assert not path.exists()
     Ledger(path, verify="full").close()
+
+
+@pytest.mark.parametrize("flag", ["readonly", "create"])
+@pytest.mark.parametrize("value", [1, 0, "no", "False", None])
+def test_ledger_flags_are_typed_not_coerced(tmp_path, flag, value):
+    """Found from outside (session 55): ``Ledger(path, readonly=1)`` read as True and
+    ``create='no'`` as True (``bool(value)``); refused by name now, before any file is made."""
+    path = tmp_path / "l.sqlite"
+    with pytest.raises(InvalidParameterError, match=f"{flag} must be True or False"):
+        Ledger(str(path), **{flag: value})
+    assert not path.exists()

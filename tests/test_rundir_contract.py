@@ -17,6 +17,7 @@ from ldp_audit.rundir import (
     read_config,
     to_jsonable,
     verify_manifest,
+    verify_run,
     write_artifact,
 )
 
@@ -84,6 +85,36 @@ def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
     w2.finish()
     with pytest.raises(RunDirectoryError, match="complete; nothing to resume"):
         RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+
+
+def test_a_run_has_one_writer_at_a_time(tmp_path) -> None:
+    """Found from outside (session 55): two ``train pgc-a3c ... --resume`` of one interrupted
+    run at once (333 of 3,000 charges) both replayed and charged: one exited 2, the other 0,
+    and the run held 5,667 charges for 3,000 releases and failed to verify (config.json
+    rewritten by the other). A writer now holds the run's ledger (flock) until finish(); a
+    second resume or overwrite is refused before it changes anything."""
+    import gc
+
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
+    Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+    with pytest.raises(RunDirectoryError, match="being written by another process"):
+        RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="overwrite")
+    w.finish(status="interrupted")
+    a = RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    for mode in ("resume", "overwrite"):
+        with pytest.raises(RunDirectoryError, match="being written by another process"):
+            RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode=mode)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # nothing changed
+    del a  # a writer dropped unfinished lets go too
+    gc.collect()
+    b = RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+    Accountant(ledger=b.open_ledger()).charge("x", PureDpEvent(1.0))  # replayed, not charged
+    b.finish()
+    assert len(b._ledger) == 1 and verify_run(run).ok
 
 
 def test_a_bad_ledger_key_is_refused_before_the_run_folder_is_made(tmp_path, monkeypatch) -> None:
@@ -245,3 +276,29 @@ def test_a_run_records_the_machine_and_the_cli_command_it_was_made_by(tmp_path) 
         RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume").finish()
     assert read_config(run)["command"] == "ldp-audit train x --out 'a b'"
     assert verify_manifest(run)["ok"]
+
+
+def test_a_file_system_without_flock_still_writes_runs(tmp_path, monkeypatch) -> None:
+    """The one-writer lock is best effort where ``flock`` fails (some network or FUSE file
+    systems raise ENOLCK): the run is written as before, never a raw OSError."""
+    import errno
+    import fcntl
+
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    real = fcntl.flock
+
+    def no_flock(fd, op):  # the run's lock (non-blocking) only: the marks' folder lock works
+        if op & fcntl.LOCK_NB:
+            raise OSError(errno.ENOLCK, "No locks available")
+        return real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
+    Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+    w.finish(status="interrupted")
+    r = RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+    r.open_ledger()
+    r.finish()
+    _run(tmp_path / "run", mode="overwrite")

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -79,9 +80,12 @@ class Budget:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "budget epsilon"))
         object.__setattr__(self, "delta", check_delta(self.delta))
         check_method(self.method, _BUDGET_METHODS)
-        if (self.method in NEEDS_DELTA or self.method == "filter") and self.delta == 0.0:
+        if (self.method in NEEDS_DELTA or self.method == "filter") and (
+            self.delta < sys.float_info.min  # 0, or a subnormal no such method computes with
+        ):
             raise InvalidParameterError(
-                f"budget delta must be > 0 for method {self.method!r}, got {self.delta!r}"
+                f"budget delta must be > 0 (a normal double, >= {sys.float_info.min:g}) for "
+                f"method {self.method!r}, got {self.delta!r}"
             )
         if self.method == "filter" and self.delta >= 1.0 / math.e:
             raise InvalidParameterError(
@@ -195,6 +199,7 @@ class Accountant:
         self.adaptive = adaptive
         self.run_id = run_id
         self._cache: dict[tuple, dict[str, tuple[float, str]]] = {}
+        self._meta_writes = self.ledger.meta_writes
 
     def _durable_budget(
         self, name: str, b: Budget | None, stored: str | None, adaptive: bool
@@ -279,14 +284,31 @@ class Accountant:
             hit = json_of.get(id(event))
             if hit is None or hit[0] is not event:
                 hit = json_of[id(event)] = (event, event_to_json(event))  # validates the event
-            if type(agent) is not str or not agent or "\x00" in agent or not agent.isascii():
+            if type(agent) is not str or not agent or not agent.isprintable():  # fast path
                 check_text(agent, "agent id", agent=True)
             rows.append((agent, hit[1], scope))
         if not rows:
             return 0
         budget = self._budget_for(scope)  # checked inside the write, before anything is written
         check = None if budget is None else partial(self._check_budget, rows, budget, scope)
+        if budget is None and (self.ledger.durable or self.ledger.meta_writes != self._meta_writes):
+            check = partial(self._check_recorded_budget, rows, scope)
         return self.ledger.charge_rows(rows, run_id=self.run_id, check=check)
+
+    def _check_recorded_budget(
+        self, rows: Sequence[tuple[str, str, str]], scope: str, states: dict[str, AgentState]
+    ) -> None:
+        """Without a budget of its own: the budget another accountant (or process) recorded
+        since this one opened is the ledger's, so it is enforced from then on (read inside the
+        write transaction: the metadata as this charge commits against it)."""
+        self._meta_writes = self.ledger.meta_writes
+        meta = self.ledger.meta()
+        for name in ("budget", "central_budget"):
+            if getattr(self, name) is None and meta.get(name) is not None:
+                setattr(self, name, self._durable_budget(name, None, meta[name], self.adaptive))
+        budget = self._budget_for(scope)
+        if budget is not None:
+            self._check_budget(rows, budget, scope, states)
 
     def _check_budget(
         self,

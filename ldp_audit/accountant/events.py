@@ -165,6 +165,8 @@ class ComposedEvent(DpEvent):
                 f"events must be a sequence of events, got {type(self.events).__name__}"
             )
         events = tuple(self.events)
+        if not events:  # it would compose to epsilon 0: a charge that charges nothing
+            raise InvalidParameterError("events must name at least one event, got none")
         for i, e in enumerate(events):
             _check_event(e, f"events[{i}]")
         object.__setattr__(self, "events", events)

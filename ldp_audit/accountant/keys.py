@@ -102,6 +102,9 @@ def default_key_path() -> Path:
     return xdg_dir("XDG_CONFIG_HOME", ".config") / "ledger.key"
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
 def _parse(text: str, source: str) -> bytes:
     t = text.strip()
     if any(c.isspace() for c in t):
@@ -114,9 +117,10 @@ def _parse(text: str, source: str) -> bytes:
     try:
         key = bytes.fromhex(t)
     except ValueError:
+        what = "an odd number of" if len(t) % 2 and all(c in _HEX for c in t) else "not"
         raise KeyFileError(
-            f"the ledger key in {source} is not hex digits (expected 64 hex digits, got "
-            f"{len(t)} characters)"
+            f"the ledger key in {source} is {what} hex digits (an even number, at least "
+            f"{2 * _MIN_BYTES}: 64 for a new key; got {len(t)} characters)"
         ) from None
     if len(key) < _MIN_BYTES:
         raise KeyFileError(

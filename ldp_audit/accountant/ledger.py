@@ -83,6 +83,7 @@ from ldp_audit.accountant.ledger_store import (
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.accountant.ledger_write import ChainWriter, Replay, before
 from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.validation import check_bool
 
 __all__ = ["Ledger", "TallyLedger"]
 
@@ -139,6 +140,9 @@ class Ledger(LedgerQueries):
     #: Why the high-water mark refuses this file, when read anyway (read-only, inside
     #: ``ledger_marks.unverified_reads``); None: the mark passed or there is none.
     mark_refusal: str | None = None
+    #: Metadata entries written through this object (an accountant over a ledger no other
+    #: process can write looks for a budget recorded after it opened only when this moved).
+    meta_writes: int = 0
 
     def __init__(
         self,
@@ -157,8 +161,8 @@ class Ledger(LedgerQueries):
         store = SqliteStore(
             path,
             timeout=timeout,
-            create=create,
-            readonly=readonly,
+            create=check_bool(create, "create"),
+            readonly=check_bool(readonly, "readonly"),
             initial=lambda: genesis_records(load_key(create=True)),
         )
         # ":memory:": a private ledger under an ephemeral key of this process
@@ -469,6 +473,7 @@ class Ledger(LedgerQueries):
             got = store.meta().get(key) if once else None
             if got is None:
                 store.put_meta(key, value)
+                self.meta_writes += 1
                 if sealed:
                     self._seal_meta()
             return value if got is None else str(got)

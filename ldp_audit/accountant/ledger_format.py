@@ -83,9 +83,10 @@ def check_scope(scope: Any) -> str:
 
 
 #: What SQLite and the chain's hash cannot hold: surrogates (not UTF-8); in an agent id, NUL too
-#: (the per-agent lookup, SQLite's ``json_each``, ends "x\\u0000y" at NUL: docs/accountant.md).
+#: (the per-agent lookup, SQLite's ``json_each``, ends "x\\u0000y" at NUL: docs/accountant.md),
+#: and every other control character (a newline or ESC in an id forged lines of ``budget``).
 _NOT_UTF8 = re.compile("[\ud800-\udfff]")
-_BAD_ID = re.compile("[\x00\ud800-\udfff]")
+_BAD_ID = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def check_text(value: Any, name: str, *, agent: bool = False) -> str:
@@ -93,7 +94,9 @@ def check_text(value: Any, name: str, *, agent: bool = False) -> str:
     also non-empty and without NUL."""
     bad = _BAD_ID if agent else _NOT_UTF8
     if not isinstance(value, str) or bad.search(value) or (agent and not value):
-        what = "a non-empty string without NUL or" if agent else "a string without"
+        what = (
+            "a non-empty string without NUL, control characters or" if agent else "a string without"
+        )
         raise InvalidParameterError(f"{name} must be {what} lone surrogates, got {value!r}")
     return value
 

@@ -37,6 +37,7 @@ method's value and the methods ``best`` skipped with the reason.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,8 +87,13 @@ __all__ = [
 METHODS = ("basic", "advanced", "optimal", "rdp", "prv", "pld")
 #: Every method a spend may be asked under: :data:`METHODS` and ``"best"``.
 ALL_METHODS = (*METHODS, "best")
-#: The methods that need delta > 0.
+#: The methods that need delta > 0 (a normal double: each refuses a subnormal delta).
 NEEDS_DELTA = {"advanced", "rdp", "prv", "pld"}
+
+
+def _no_delta(delta: float) -> bool:
+    """A delta the methods of ``NEEDS_DELTA`` cannot use: 0, or a subnormal (< 2.2e-308)."""
+    return delta < sys.float_info.min
 
 
 def check_method(method: Any, allowed: Sequence[str] = ALL_METHODS) -> str:
@@ -136,7 +142,7 @@ _EVENTS = {
 
 def _applies(atoms: Iterable[DpEvent], delta: float, method: str) -> bool:
     """Whether ``method`` composes histories of ``atoms`` at ``delta``."""
-    if method in NEEDS_DELTA and delta == 0.0:
+    if method in NEEDS_DELTA and _no_delta(delta):
         return False
     if method in _EVENTS:
         return all(isinstance(unsampled(a)[0], _EVENTS[method]) for a in atoms)
@@ -251,7 +257,11 @@ def evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, str
             ) from None
         if v is None:
             kinds = sorted({type(a).__name__ for a in atoms})
-            need = ", needs delta > 0" if method in NEEDS_DELTA and delta == 0.0 else ""
+            need = ""
+            if method in NEEDS_DELTA and delta == 0.0:
+                need = ", needs delta > 0"
+            elif method in NEEDS_DELTA and _no_delta(delta):
+                need = f", needs delta >= {sys.float_info.min:g} (a normal double)"
             raise InvalidParameterError(
                 f"method {method!r} does not support this history (events {kinds}, "
                 f"delta={delta!r}){need}; use method='best' or one of {METHODS}"
@@ -280,8 +290,9 @@ def evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, str
             values["pld"] = v
             del skipped["pld"]
     if not values:
-        if delta == 0.0 and not skipped:
-            # Gaussian-type events have no pure-DP guarantee: epsilon(delta=0) is infinite.
+        if _no_delta(delta) and not skipped:
+            # Gaussian-type events have no pure-DP guarantee: epsilon(delta=0) is infinite (at a
+            # subnormal delta no method computes it: inf is the bound kept).
             return math.inf, "none", (), ()
         kinds = sorted({type(a).__name__ for a in atoms})
         why = "".join(f"; {m}: {r}" for m, r in skipped.items())

@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -406,12 +407,18 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
+def _shown(agent: Any) -> str:
+    """An agent id as one line of text: control characters escaped (a ledger written before
+    they were refused could otherwise print lines of its own)."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: repr(m[0])[1:-1], str(agent))
+
+
 def _print_text(out: dict, limit: int, agent: str | None) -> None:
     b = out["budget"]
     # the ledger's totals; --agent's selection said apart (never "30 charges, 1 agents")
     shown = ""
     if agent is not None:
-        shown = f"; showing agent {agent}: {_count(out['agents'][0]['charges'], 'charge')}"
+        shown = f"; showing agent {_shown(agent)}: {_count(out['agents'][0]['charges'], 'charge')}"
     totals = f"{_count(out['charges'], 'charge')}, {_count(out['ledger_agents'], 'agent')}"
     print(f"ledger: {out['ledger']}  ({totals}{shown})")
     print(f"chain head: {out['chain_head']}  (ldp-audit budget RUN --verify checks it all)")
@@ -433,7 +440,7 @@ def _print_text(out: dict, limit: int, agent: str | None) -> None:
         methods = ", ".join(f"{m}: {n}" for m, n in sorted(s["methods"].items())) or "-"
         print(
             f"{scope:<8} {s['agents']:>8} {_fmt(s['max_epsilon']) if s['agents'] else '-':>12}  "
-            f"{str(s['max_agent'] or '-'):<16} {methods}"
+            f"{_shown(s['max_agent'] or '-'):<16} {methods}"
         )
     rows = sorted(out["agents"], key=lambda r: (-r["epsilon"], r["agent"]))
     shown = rows if limit == 0 else rows[:limit]
@@ -441,7 +448,7 @@ def _print_text(out: dict, limit: int, agent: str | None) -> None:
     print(f"{'agent':<20} {'scope':<8} {'epsilon':>12} {'method':<12} {'remaining':>12}")
     for r in shown:
         print(
-            f"{r['agent']:<20} {r['scope']:<8} {_fmt(r['epsilon']):>12} {r['method']:<12} "
+            f"{_shown(r['agent']):<20} {r['scope']:<8} {_fmt(r['epsilon']):>12} {r['method']:<12} "
             f"{_fmt(r['remaining']):>12}"
         )
     if len(shown) < len(rows):

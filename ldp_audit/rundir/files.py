@@ -188,6 +188,28 @@ def locked_folder(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def hold_file(path: Path, who: str) -> int | None:
+    """An exclusive ``flock`` on the existing file ``path``, taken without waiting and held
+    until the returned descriptor is closed (or the process ends): a second holder is refused
+    naming ``who``; None on a file system without ``flock`` (best effort there). ``RunWriter``
+    holds its run's ledger this way (SQLite's own locks are POSIX record locks, independent of
+    ``flock``)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunDirectoryError(
+            f"{who} is being written by another process (its {path.name} is held; or by an "
+            f"unfinished writer of this process: finish or close it first): wait for it to end, "
+            f"or stop it, before writing this run"
+        ) from None
+    except OSError:  # no flock here (some network or FUSE file systems)
+        os.close(fd)
+        return None
+    return fd
+
+
 def _fsync_dir(p: Path) -> None:
     with contextlib.suppress(OSError):  # a platform without directory fsync: best effort
         fd = os.open(p, os.O_RDONLY)
