@@ -36,6 +36,7 @@ from ldp_audit.attacks.scoring import (
     one_openmp_thread,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError, UserCodeError
+from ldp_audit.limits import Estimate, check_resources
 from ldp_audit.rundir import RunDir
 from ldp_audit.systems import ArraySpec, TranscriptSchema
 from ldp_audit.validation import check_probability
@@ -68,6 +69,7 @@ def attack_run_dir(
     alpha: float | str = "schedule",
     seed: int | None = None,
     progress: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Attack the transcript of a run directory; reads ``transcript.npz`` + ``config.json`` only.
 
@@ -86,6 +88,8 @@ def attack_run_dir(
         candidates: the candidate gravities; None: the run's ``gravities`` (config.json),
             else the paper's.
         method, simulator, seed, progress: as in :func:`run`.
+        force: run even where the shadows held at once exceed the memory limit
+            (:func:`shadow_estimate`, ``ldp_audit.limits``).
 
     Returns:
         Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2),
@@ -105,7 +109,7 @@ def attack_run_dir(
     grouping = _groups(tr, max_groups, arrival=False)
     sim = partial(simulate_shadow, simulator=simulator)
     pred, _ = _predict(
-        tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
+        tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress, force
     )
     return {**pred, "seconds": time.perf_counter() - t0}
 
@@ -164,6 +168,7 @@ def _predict(
     seed: int | None,
     simulate: Callable[..., np.ndarray],
     progress: bool,
+    force: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """The attack's prediction for the groups of :func:`_groups` (``grouping``), and the method
     used.
@@ -174,15 +179,20 @@ def _predict(
     differ by one small update), ``n_shadow`` per candidate per theta, one batched call.
     ``simulate(theta, values, rng, alpha=, progress=)``. The reports of one group are
     independent given its value, so their log-likelihoods add (uniform prior); the guess is the
-    argmax, the posterior normalised.
+    argmax, the posterior normalised. The shadow reports held at once (``n_shadow`` per
+    candidate, for one theta or, with the classifier, for all) are checked against the memory
+    limit first (:func:`shadow_estimate`; ``force`` runs anyway).
     """
     groups, group_of_row, rows = grouping
-    rng = np.random.default_rng(seed)
-    ll = np.zeros((rows.size, cands.size))
     tidx = tr["theta_index"][rows]
     sub = tr["submission"][rows]
     thetas_used, first = np.unique(tidx, return_index=True)
-    if method == "likelihood" or (method == "auto" and known_law(mechanism) is not None):
+    likelihood = method == "likelihood" or (method == "auto" and known_law(mechanism) is not None)
+    at_once = cands.size * n_shadow * (1 if likelihood else thetas_used.size)
+    check_resources([shadow_estimate(n_shadow, at_once, tr["report"].shape[-1])], force=force)
+    rng = np.random.default_rng(seed)
+    ll = np.zeros((rows.size, cands.size))
+    if likelihood:
         it: Any = zip(thetas_used, rng.spawn(thetas_used.size), strict=True)
         if progress:
             from tqdm.auto import tqdm
@@ -219,6 +229,21 @@ def _predict(
         "epsilon": mechanism_epsilon(mechanism),
         "reports_per_group": np.bincount(inv, minlength=gids.size),
     }, used
+
+
+#: Peak bytes per shadow report value held by :func:`_predict` (the shadows, their gradients'
+#: working copies, the likelihood's or the classifier's arrays), measured as the growth of the
+#: maximum RSS of `attack dynamics --run-dir` with --shadow (session 55): a CartPole PGC-A3C run
+#: (112 values, Laplace likelihood, --shadow 4,000 to 48,000) 33 bytes per value, a MountainCar-v0
+#: run (96 values) 26 with the likelihood and 19 with the classifier (PRS); 40 leaves a margin.
+_BYTES_PER_VALUE = 40
+
+
+def shadow_estimate(n_shadow: int, reports: int, d: int) -> Estimate:
+    """The memory of ``reports`` shadow reports of ``d`` values held at once (``n_shadow`` per
+    candidate and theta): the estimate :func:`_predict` checks before any simulation."""
+    return Estimate(f"n_shadow={n_shadow}", f"{reports:,} shadow reports of {d} values held at "
+                    "once", float(reports) * d * _BYTES_PER_VALUE)  # fmt: skip
 
 
 class _ClippedRelease:
@@ -399,6 +424,7 @@ def attack_private_param_run(
     alpha: float | str = "schedule",
     seed: int | None = None,
     progress: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Attack a run that declares a private parameter; reads config.json and transcript.npz.
 
@@ -424,6 +450,7 @@ def attack_private_param_run(
             run's config at the report's submission index; 0 where the config has none).
         seed: seed of the attacker's randomness.
         progress: tqdm bars on stderr.
+        force: as in :func:`attack_run_dir`.
 
     Returns:
         Predictions without any ground truth (the keys of :func:`attack_run_dir`, plus
@@ -470,7 +497,7 @@ def attack_private_param_run(
     )
     sim = partial(_simulate_generic, simulator)
     pred, used = _predict(
-        tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
+        tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress, force
     )
     return {
         **pred,
@@ -519,6 +546,7 @@ def private_param_dynamics(
     max_groups: int | None = 200,
     simulator: Simulator | None = None,
     env_module: str | None = None,
+    force: bool = False,
 ) -> AttackResult:
     """``attack dynamics --run-dir`` on a run that declares a private parameter: the attack
     (:func:`attack_private_param_run`) scored against ``secrets.npz``."""
@@ -530,5 +558,6 @@ def private_param_dynamics(
         max_groups=max_groups,
         seed=seed,
         progress=progress,
+        force=force,
     )
     return score_private_param_run(run_dir, pred, confidence=confidence)

@@ -26,13 +26,16 @@ def pgc_dynamics(
     progress: bool = False,
     n_shadow: int = 1000,
     max_groups: int | None = 200,
+    force: bool = False,
 ) -> Any:
-    """Shadow-gradient dynamics inference on a PGC-A3C run (``attack dynamics --run-dir``)."""
+    """Shadow-gradient dynamics inference on a PGC-A3C run (``attack dynamics --run-dir``;
+    ``force``: past the memory limit of the shadows held at once,
+    :func:`~ldp_audit.attacks.dynamics_run_dir.shadow_estimate`)."""
     from ldp_audit.attacks import dynamics_run_dir as D
 
     D.check_uniform_secrets(run_dir)  # before any work
     pred = D.attack_run_dir(
-        run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress
+        run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress, force=force
     )
     return D.score_run_dir(run_dir, pred, confidence=confidence)
 

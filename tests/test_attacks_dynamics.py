@@ -313,6 +313,44 @@ def test_cli_run_dir_attack_refuses_too_few_shadows(tmp_path, capsys) -> None:
     assert "--shadow" in capsys.readouterr().err
 
 
+def test_run_dir_shadows_over_the_memory_limit_are_refused_before_any_simulation(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """Session 55 probe: `attack dynamics --run-dir RUN --shadow 1000000` on a MountainCar run was
+    accepted with no estimate (5.2 GB held after 60 s) although docs/cli.md says shadow counts
+    are checked. The shadows held at once (k x n_shadow reports, per theta or for all thetas)
+    are now checked against the memory limit first: Python names n_shadow and force=True, the
+    CLI --shadow and --force, and nothing is simulated or written."""
+    from ldp_audit.attacks.membership import FixedThetaTrainer
+    from ldp_audit.cli import main
+
+    run = str(tmp_path / "run")
+    argv = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", "--max-submissions"]
+    assert main([*argv, "20", "--no-progress", "--out", run]) == 0
+    monkeypatch.setenv("LDP_AUDIT_MEMORY_LIMIT", "1M")  # the training's own estimate is above
+    rng = np.random.default_rng(8)
+    FixedThetaTrainer(theta=np.zeros(1), mechanism=RandomizedResponse(epsilon=2.0, k=3),
+                      reports_per_agent=2, simulator=index_simulator,
+                      )(rng.choice(np.array(GRAVITIES), size=12), tmp_path / "ft", rng)  # fmt: skip
+    calls = []
+
+    def counting(theta, gravity, rng, alpha=0.0):
+        calls.append(len(gravity))
+        return index_simulator(theta, gravity, rng, alpha)
+
+    # 3 candidates x 10,000 shadows x 1 value x 40 bytes: 1.2 MB > 1 MiB
+    with pytest.raises(InvalidParameterError, match=r"^n_shadow=10000 needs about .*force=True"):
+        attack_run_dir(tmp_path / "ft", n_shadow=10_000, simulator=counting)
+    assert calls == []
+    attack_run_dir(tmp_path / "ft", n_shadow=10_000, simulator=counting, force=True)
+    assert sum(calls) == 30_000
+    capsys.readouterr()
+    assert main(["attack", "dynamics", "--run-dir", run, "--shadow", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "--shadow 2000 needs about" in err and "pass --force" in err and "n_shadow" not in err
+    assert not (tmp_path / "run" / "attack_dynamics.json").exists()
+
+
 def test_a_run_with_planted_gravities_is_not_scored_against_the_uniform_ceiling(tmp_path) -> None:
     # s53-attackprobe: a PGC-A3C run whose agents all had gravity 9.8 (agent_gravities) was
     # scored "chance=0.333" against e^eps/(e^eps+2), which always guessing 9.8 (accuracy 1.0)

@@ -519,6 +519,7 @@ def test_make_reproduce_fedrl_passes_the_size_check_without_force(
     argv[argv.index("--out") + 1] = str(tmp_path / "out")
     monkeypatch.setenv("LDP_AUDIT_MEMORY_LIMIT", "12G")
     monkeypatch.setenv("LDP_AUDIT_TIME_LIMIT", "1")
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)  # the machine of the committed report
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "time limit" in err and "memory limit" not in err, err

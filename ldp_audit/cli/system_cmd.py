@@ -376,6 +376,26 @@ def _attack_commands(system: Any) -> Any:
     return getattr(system, "attack_commands", None) or {}
 
 
+def _option(key: str) -> str:
+    """The command-line option of an attack's keyword (``n_shadow`` is ``--shadow``)."""
+    return {"n_shadow": "--shadow"}.get(key, option_name(key))
+
+
+@contextlib.contextmanager
+def _cli_words(kw: dict[str, Any]) -> Iterator[None]:
+    """A refusal raised inside a run-directory attack in its Python words (``n_shadow=5000``,
+    ``force=True``) says the command line's (``--shadow 5000``, ``--force``)."""
+    try:
+        yield
+    except InvalidParameterError as exc:
+        text = str(exc).replace("pass force=True", "pass --force")
+        for key, value in kw.items():
+            text = text.replace(f"{key}={value}", f"{_option(key)} {value}")
+        if text == str(exc):
+            raise
+        raise InvalidParameterError(text) from None
+
+
 def _artifact_name(system: Any, attack: str) -> str:
     """``attack_<name>.json``; names of one function share the first one's (FRD's ``attack
     frd`` is its ``dynamics``: ``attack_dynamics.json``)."""
@@ -446,14 +466,15 @@ def attack_run_dir(
     takes = inspect.signature(scorer).parameters
     for key, value in kw.items():
         if key not in takes and value is not None:
-            opt = {"n_shadow": "--shadow"}.get(key, option_name(key))
             raise InvalidParameterError(
-                f"{opt} does not apply to --run-dir {args.run_dir!r}: a {system.name!r} run, "
-                f"whose {name} attack takes no {key}"
+                f"{_option(key)} does not apply to --run-dir {args.run_dir!r}: a "
+                f"{system.name!r} run, whose {name} attack takes no {key}"
             )
     kw = {k: v for k, v in kw.items() if k in takes}
+    if "force" in takes:  # its own size checks (e.g. the shadows of a dynamics attack)
+        kw["force"] = bool(getattr(args, "force", False))
     what = f"system {system.name!r}: its attack {name!r}"
-    with _running(args):
+    with _running(args), _cli_words(kw):
         res = systems.call_user(scorer, what, rd.path, seed=args.seed, confidence=args.confidence,
                                 progress=show_progress(args), **kw)  # fmt: skip
     if not all(hasattr(res, a) for a in ("violation", "to_dict", "summary")):
