@@ -38,12 +38,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check_private_imports.py
 
-# Two pytest-xdist workers (the 2-core machine the suite is sized for): 492 s and 530 s of pytest
-# (3,899 tests) in two fresh clones on the quiet 2-core machine, 2026-12-07 13:39 and 14:06 UTC
-# (b3cc435, 30f59e1), 9 min 32 s and 10 min 17 s with the venv build (540 s / 10 min 23 s at
-# f47b48d: since then a command builds only its own parser, each Flower run happens once per
-# session, two pool-window seeds moved under `slow`, the image-probe test shortened)
-# (`python -m pytest` alone still runs the same tests serially).
+# Two pytest-xdist workers (the 2-core machine the suite is sized for). 2026-12-07 (session 55),
+# quiet 2-core machine: 3,972 tests in 706 s and 685 s of pytest (fresh clone, 13 min 34 s wall
+# with the venv build); the code of the session before (3,899 tests, 474-530 s three hours earlier)
+# took 677 s on the same machine that hour, so the machine, not the new tests, made the
+# difference (`python -m pytest` alone still runs the same tests serially).
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q -n 2
