@@ -70,7 +70,7 @@ reproduce-dprl: $(STAMP)
 # transcript Table 1 never keeps, 92.5 GiB, and needed --force): 23 GiB of memory pass it.
 # Fewer on a machine with under 5 cores: `--workers` above 4 x the cores is refused (results do
 # not depend on the worker count).
-FEDRL_WORKERS ?= $(shell nproc | awk '{print ($$1 * 4 < 20) ? $$1 * 4 : 20}')
+FEDRL_WORKERS ?= $(shell (nproc 2>/dev/null || getconf _NPROCESSORS_ONLN) | awk '{print ($$1 * 4 < 20) ? $$1 * 4 : 20}')
 reproduce-fedrl: $(STAMP)
 	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 --runs 5 \
 		--train-steps 32000 --hist-lens --attack-steps 250 --explore-eps 0.05 0.1 0.2 \
