@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._scalar import ScalarMechanism
 from ldp_audit.audit.mechanism import (
     MAX_DIM,
     as_pair,
@@ -192,8 +191,9 @@ def as_pair_list(
 
 
 def _in_domain(mechanism: Any, pair_list: list[Any], what: str) -> list[Any]:
-    """The given inputs, each checked against a scalar mechanism's finite domain."""
-    if isinstance(mechanism, ScalarMechanism):
+    """The given inputs, each checked by the mechanism's ``check_inputs`` where it declares
+    one (a :func:`~ldp_audit.audit.from_scalar` mechanism: its declared domain)."""
+    if callable(getattr(mechanism, "check_inputs", None)):
         for i, pair in enumerate(pair_list):
             for x, name in zip(pair, ("x", "x2"), strict=True):
                 mechanism.check_inputs(x, f"{what}{'' if what == 'event' else [i]} {name}")
