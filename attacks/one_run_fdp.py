@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -222,9 +223,6 @@ def claimed_lines(run_dir: str | Path) -> dict[str, Any]:
     Roth & Su 2022). Poisson-sampled ones (DQN): dp_accounting's PLD (pessimistic, add-or-remove)
     of the T-fold composition, its ``delta(eps)`` on a grid.
     """
-    from ldp_audit.accountant import GaussianEvent
-    from ldp_audit.accountant.events import event_from_json, unsampled
-
     run_dir = Path(run_dir)
     p = run_dir / "ledger.sqlite"
     hist = model_history(run_dir)  # (sigma, q, T) of the updates charged to agent "model"
@@ -232,10 +230,24 @@ def claimed_lines(run_dir: str | Path) -> dict[str, Any]:
         raise RunDirectoryError(
             f"{p}: the one-run tests need one kind of charged update, got {len(hist)} kinds"
         )
-    charged, T = event_from_json(hist[0][0]), int(hist[0][1])
-    ev, q = unsampled(charged)
+    from ldp_audit.accountant import GaussianEvent
+    from ldp_audit.accountant.events import event_from_json, unsampled
+
+    ev, _ = unsampled(event_from_json(hist[0][0]))
     if not isinstance(ev, GaussianEvent):
         raise RunDirectoryError(f"{p}: charged updates are {ev!r}, not (sampled) Gaussian")
+    lines = _claimed_profile(hist[0][0], int(hist[0][1]))
+    return {**lines, "lines": tuple(a.copy() for a in lines["lines"])}
+
+
+@lru_cache(maxsize=64)
+def _claimed_profile(event_json: str, T: int) -> dict[str, Any]:
+    """:func:`claimed_lines` of ``T`` charged updates of one (sampled) Gaussian event: a pure
+    function of the two, kept (every audit of a run reads it twice, white-box and black-box)."""
+    from ldp_audit.accountant.events import event_from_json, unsampled
+
+    charged = event_from_json(event_json)
+    ev, q = unsampled(charged)
     sigma, q = float(ev.noise_multiplier), float(q)
     if q >= 1.0:
         mu = math.sqrt(T) / sigma

@@ -474,11 +474,12 @@ def coordinate_dependence_test(
     u = x[:, cols] / nrm[cols]
     best, arg = -1.0, (0, 1)
     for a in range(0, K, block):
-        r = np.abs(u[:, a : a + block].T @ u)
-        r[np.tril_indices(r.shape[0], a, K)] = -1.0  # each pair once, no coordinate with itself
+        # row i is coordinate a + i, column j coordinate a + j: each pair once (j > i)
+        r = np.abs(u[:, a : a + block].T @ u[:, a:])
+        r[np.arange(K - a)[None, :] <= np.arange(r.shape[0])[:, None]] = -1.0
         j = int(np.argmax(r))
         if r.flat[j] > best:
-            best, arg = float(r.flat[j]), (a + j // K, j % K)
+            best, arg = float(r.flat[j]), (a + j // (K - a), a + j % (K - a))
     p = min(1.0, P * float(_rho_sf(np.array([best]), T)[0]))
     i, j = (int(cols[k]) for k in arg)
     tensor = [names[g[k]] if names else f"tensor {int(g[k])}" for k in (i, j)]
@@ -561,13 +562,17 @@ def offset_dependence_test(sketch: Any, groups: Any, at: Any, *,
         if col.size < 2 or ss <= 0:
             continue
         ks, sums = [], []
+        ascending = bool((np.diff(pos) > 0).all())  # then a pair's later coordinate comes later
         for a in range(0, col.size, block):
-            d = pos[None, :] - pos[a : a + block, None]
+            b = a if ascending else 0  # the columns that can hold a later coordinate
+            d = pos[None, b:] - pos[a : a + block, None]
             keep = d > 0  # each pair once
             ks.append(d[keep])
-            sums.append((x[:, a : a + block].T @ x)[keep])
-        k, inv, N = np.unique(np.concatenate(ks), return_inverse=True, return_counts=True)
-        S = np.bincount(inv, np.concatenate(sums), minlength=k.size)
+            sums.append((x[:, a : a + block].T @ x[:, b:])[keep])
+        d = np.concatenate(ks)  # offsets are small positive integers: count them directly
+        N, S = np.bincount(d), np.bincount(d, np.concatenate(sums))
+        k = np.flatnonzero(N)
+        N, S = N[k], S[k]
         r0 = np.minimum(np.abs(S) / ss, 1.0)
         a = np.sqrt(x.shape[0] * N / 2.0 + r0 * r0 * x.size)
         sx = r0 * x.size / (a + np.sqrt(a * a + 2.0 * (1.0 - r0) * r0 * x.size))  # sqrt(x)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -196,6 +197,13 @@ def steinke_ceiling(
     m, _, _ = check_counts(m, 0, 0)
     delta = check_probability(delta, "delta", open_interval=False)
     beta = check_probability(beta, "beta")
+    return _ceiling(m, delta, beta, tuple(float(f) for f in fractions))
+
+
+@lru_cache(maxsize=4096)
+def _ceiling(m: int, delta: float, beta: float, fractions: tuple[float, ...]) -> float:
+    """:func:`steinke_ceiling` of checked arguments (pure: kept, as every audit asks it for the
+    same canary counts and :func:`canaries_to_refute` bisects over it)."""
     best = 0.0
     for f in fractions:
         k = int(math.floor(f * m / 2))

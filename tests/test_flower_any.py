@@ -1,12 +1,12 @@
 """Flower for any app (training/flower/client.py, server.py, run.py, training/flower/digits.py).
 
 The fast tests drive the client's release and the server's recorder in-process (the same
-functions ``LdpReleaseMod`` and ``LdpStrategy`` call, without Flower's engine); one test runs the
-example app with ``flwr run`` on a local simulation SuperLink (Ray underneath: about 7 s of CPU
-in this process tree, 60-80 s wall on the loaded 2-core machine, most of it starting Ray; it
-starts in a subprocess with the file, so the in-process tests run meanwhile), and a
-``slow`` one shows the attack recovering the private parameter when epsilon is huge. Skipped
-with a message when Flower is not installed.
+functions ``LdpReleaseMod`` and ``LdpStrategy`` call, without Flower's engine); a ``slow`` test
+runs the example app with ``flwr run`` on a local simulation SuperLink (Ray underneath: about 7 s
+of CPU in this process tree, 50-80 s wall on the 2-core machine, most of it starting Ray; it
+starts in a subprocess with the file, so the in-process tests run meanwhile; the default suite's
+``flwr run`` is tests/test_flower.py's), and another ``slow`` one shows the attack recovering the
+private parameter when epsilon is huge. Skipped with a message when Flower is not installed.
 """
 
 from __future__ import annotations
@@ -481,6 +481,7 @@ def flwr_digits(_digits_process):
     return base, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
+@pytest.mark.slow  # 50 s of SuperLink and Ray; the default suite's `flwr run` is test_flower.py's
 def test_flwr_run_example_end_to_end(flwr_digits, tmp_path):
     from ldp_audit.attacks.dynamics_run_dir import private_param_dynamics
     from ldp_audit.cli import main
