@@ -18,7 +18,7 @@ that delta on the worst pair, so that is the true delta there).
 
 ``--sequential`` runs every audit in the anytime-valid sequential mode (``--samples`` is then
 each audit's budget; the rows record the mean samples used). ``--delta-event`` adds the
-delta-targeted event (``audit(delta_event=True)``; it changes only the Gaussian audits).
+delta-targeted event to the Gaussian audits (``audit(delta_event=True)``; a pure claim refuses it).
 
     .venv/bin/python benchmarks/soundness_audit.py [--audits 200] [--samples 100000]
         [--confidence 0.95 0.8] [--sequential]
@@ -142,8 +142,7 @@ def main() -> None:
         prof_over, prof_runs = 0, 0
         t0 = time.perf_counter()
         common = dict(samples=args.samples, confidence=conf, pool=args.pool,
-                      ratio_test=args.ratio_test, sequential=args.sequential,
-                      delta_event=args.delta_event)  # fmt: skip
+                      ratio_test=args.ratio_test, sequential=args.sequential)  # fmt: skip
         items = [
             dict(
                 kind="mechanism",
@@ -164,6 +163,7 @@ def main() -> None:
                 mechanism="gaussian",
                 audit=j,
                 **common,
+                delta_event=args.delta_event,  # a pure claim refuses it
                 mech=gauss,
                 dim=None,
                 float_bits=False,

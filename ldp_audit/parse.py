@@ -29,7 +29,7 @@ def parse_real(text: str, name: str) -> float:
     spaces ignored (``inf``: :func:`real_in` with ``inf=True``). Refused, naming ``name`` and
     the text: the empty string, ``nan``, ``inf``, hexadecimal, Python's ``1_000``, non-ASCII
     digits (``float('\uff11')`` would read 1), ``True``, and a literal a double cannot hold:
-    ``1e309`` is not silently infinity, nor ``1e-400`` silently 0.
+    ``1e309`` is not silently infinity, nor ``1e-400`` silently 0. ``-0`` is read as 0.
     """
     t = text.strip() if isinstance(text, str) else ""
     if t.lower() in _INF_WORDS:
@@ -45,7 +45,7 @@ def parse_real(text: str, name: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{name}: {text!r} is too small for a double (it would be read as 0)"
         )
-    return v
+    return v if v else 0.0  # -0 is 0 (it printed as "delta = -0")
 
 
 def _underflows(t: str, v: float) -> bool:

@@ -67,7 +67,7 @@ def check_real_in(
         raise InvalidParameterError(
             f"{name} must be >= {sys.float_info.min:g} (a normal double), got {v!r}"
         )
-    return x
+    return x if x else 0.0  # -0.0 is 0 (it printed as "delta = -0")
 
 
 def check_choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:

@@ -88,6 +88,26 @@ def test_budget_override(ledger, capsys):
     assert row["epsilon"] == pytest.approx(1.5) and row["remaining"] == pytest.approx(1.5)
 
 
+def test_an_agent_over_the_budget_is_a_violation(ledger, tmp_path, capsys):
+    """Session 56: ``budget --budget 1`` printed remaining -0.5 and exited 0; an agent over the
+    budget (recorded or --budget) is a violation, exit 1, with the accountant's slack."""
+    argv = ["budget", str(ledger), "--method", "basic", "--budget", "1"]
+    assert _main([*argv, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["over_budget"] == ["0/7"]  # 1.5; the rest 1.0
+    assert _main(argv) == 1
+    assert "VIOLATION: 1 agent spent more than the budget (remaining < 0), e.g. 0/7" in (
+        capsys.readouterr().out
+    )
+    assert _main([*argv[:-1], "1.5"]) == 0  # exactly spent: not over
+    assert _main(["budget", str(ledger), "--agent", "0/7", "--budget", "1"]) == 1
+    capsys.readouterr()
+    tenths = tmp_path / "t.sqlite"  # 0.1 + 0.1 + 0.1 = 0.30000000000000004, accepted when charged
+    with Accountant(tenths, budget=0.3) as acc:
+        acc.charge_many([("a", LaplaceEvent(0.1))] * 3)
+    assert _main(["budget", str(tenths), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["over_budget"] == []
+
+
 def test_unknown_agent_is_an_error_not_zero_spent(ledger, capsys):
     """A mistyped --agent says "no such agent" (exit 2), never "0 spent"."""
     assert _main(["budget", str(ledger), "--agent", "0/77", "--json"]) == 2

@@ -368,6 +368,20 @@ def test_scalar_zero_epsilon_claim(tmp_path, monkeypatch, capsys):
     )
 
 
+def test_scalar_delta_zero_is_the_pure_claim_from_scalar_takes(capsys):
+    """Session 56: ``--scalar --delta 0`` was refused by the parser ("in (0, 1)") while
+    ``from_scalar(..., delta=0)`` (its default) is accepted; the built-in Gaussian still
+    refuses 0, by name."""
+    parser = argparse.ArgumentParser(prog="ldp-audit")
+    audit_cmd.register(parser.add_subparsers(dest="command"))
+    argv = ["audit", "--scalar", "--mechanism", "math:fabs", "--epsilon", "1", "--domain", "0:1"]
+    m = audit_cmd.build_mechanism(parser.parse_args([*argv, "--delta", "0"]))
+    assert m.delta == 0.0 == audit_cmd.build_mechanism(parser.parse_args(argv)).delta
+    assert run_cli(["audit", "--mechanism", "gaussian", "--sigma", "1", "--delta", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--delta must be a finite number in (0, 1) (a normal double" in err
+
+
 @pytest.mark.parametrize("eps", ["1e13", "9" * 30, "20"])
 def test_claim_too_large_to_refute_is_refused(eps, capsys):
     assert run_cli(["audit", "--mechanism", "laplace", "--epsilon", eps, "--samples", "1000"]) == 2

@@ -14,9 +14,11 @@ import json
 import math
 
 import numpy as np
+import pytest
 from scipy import stats as sps
 
 from ldp_audit.audit import audit, estimation_samples, max_refutable_epsilon
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Gaussian, RandomizedResponse
 from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper
 from tests.test_audit_cli import run_cli
@@ -79,16 +81,19 @@ def test_delta_event_tightens_the_delta_bound():
     assert r1.violation and r1.delta_in_verdict
 
 
-def test_delta_event_sound_on_correct_gaussian_and_ignored_for_pure_claims():
+def test_delta_event_sound_on_correct_gaussian_and_refused_for_pure_claims(capsys):
+    """Session 56: ``delta_event=True`` (``--delta-event``) with a pure claim was silently
+    ignored; it is refused by name before any sample is drawn."""
     g = Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3)
     r = audit(g, GPAIR, samples=50_000, rng=2, confidence=STRICT, float_bits=False,
               delta_event=True)  # fmt: skip
     assert 0.0 <= r.delta_lower_bound <= 1e-3 and not r.violation
     rr = RandomizedResponse(epsilon=1.0)
-    a = audit(rr, samples=3_000, rng=0, delta_event=True).to_dict()
-    b = audit(rr, samples=3_000, rng=0).to_dict()
-    a.pop("seconds"), b.pop("seconds")
-    assert a == b
+    with pytest.raises(InvalidParameterError, match=r"delta_event \(--delta-event\) needs a"):
+        audit(rr, samples=3_000, rng=0, delta_event=True)
+    argv = ["audit", "--mechanism", "laplace", "--epsilon", "1", "--delta-event"]
+    assert run_cli(argv) == 2
+    assert "--delta-event) needs a claim with delta > 0" in capsys.readouterr().err
 
 
 def test_poisson_delta_bound_is_its_own_statement():

@@ -522,6 +522,21 @@ def test_a_type_that_varies_between_calls_is_refused():
     assert same.privatize(np.zeros((50, 1)), np.random.default_rng(0)).shape == (50, 1)
 
 
+def test_a_width_that_varies_names_the_wrapped_function_not_the_adapter():
+    """Session 56: one value for input 0 and two for input 1 was refused as "mechanism.privatize
+    of ScalarMechanism returned 2 values per row", naming ldp-audit's adapter class."""
+
+    def make(g):
+        return lambda v: (g.random(),) if v == 0 else (g.random(), g.random())
+
+    m = from_scalar(make, epsilon=1.0, domain=[0, 1], seeding="generator", name="mylib.rr")
+    with pytest.raises(UserCodeError) as e:
+        audit(m, samples=2000, rng=0, float_bits=False, tradeoff=False)
+    msg = str(e.value)
+    assert msg.startswith("mylib.rr (through from_scalar) returned 2 values per row"), msg
+    assert "ScalarMechanism" not in msg
+
+
 def test_a_factory_without_seeding_is_pointed_at_seeding():
     m = from_scalar(_rr_typed(int, int), epsilon=1.0, domain=[0, 1], name="lib")
     with pytest.raises(UserCodeError, match=r"lib returned a function .*seeding="):

@@ -962,6 +962,21 @@ def test_a_subnormal_where_zero_is_excluded_is_refused_by_name() -> None:
     assert check_real_in(5e-324, "x", lo=0.0, lo_open=False) == 5e-324  # closed at 0: allowed
 
 
+def test_negative_zero_is_read_as_zero(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Session 56: ``budget RUN --delta -0.0`` printed "delta = -0" (and ``--json`` -0.0);
+    ``Budget(delta=-0.0)`` kept -0.0. The CLI's reader and the API's range check read it as 0."""
+    from ldp_audit.accountant import Budget
+    from ldp_audit.parse import real_in
+    from ldp_audit.validation import check_real_in
+
+    code, out, _ = run_cli(["budget", str(run / "ledger.sqlite"), "--delta", "-0.0"], capsys)
+    assert code == 0 and "delta = 0 (--delta)" in out, out
+    assert math.copysign(1, real_in("--delta", low=0.0, low_open=False)("-0")) == 1
+    for v in (-0.0, np.float64(-0.0)):
+        assert math.copysign(1, check_real_in(v, "x", lo=0.0, lo_open=False)) == 1
+        assert repr(Budget(epsilon=1.0, delta=v).delta) == "0.0"
+
+
 @pytest.mark.parametrize(
     "argv",
     [

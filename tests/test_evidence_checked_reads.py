@@ -130,6 +130,26 @@ def test_a_file_added_by_hand_fails_verification(run: Path, name: str, capsys) -
     assert main(["budget", str(run), "--verify"]) == 0  # removed: verifies again
 
 
+def test_a_file_added_by_hand_is_refused_unhashed(run: Path, monkeypatch) -> None:
+    """Session 56: verify_run hashed every file before naming the unsealed ones, so a 20 GB
+    sparse file added to a run took over a minute to refuse; it is now named and never read."""
+    from ldp_audit.rundir import verify as verify_mod
+
+    big = run / "dump.bin"
+    with open(big, "wb") as fh:
+        fh.truncate(1 << 34)  # 16 GiB, sparse: nothing on disk
+    hashed: list[str] = []
+    real = verify_mod.sha256_file
+    monkeypatch.setattr(verify_mod, "sha256_file", lambda f: hashed.append(f.name) or real(f))
+    try:
+        res = verify_run(run)
+    finally:
+        big.unlink()
+    assert not res.ok and res.problems[-1].startswith(f"{big} is not sealed"), res.problems
+    assert "dump.bin" not in hashed and "config.json" in hashed
+    assert verify_run(run).ok  # removed: verifies again
+
+
 def test_files_unsealed_by_design_verify(run: Path, capsys) -> None:
     """The ledger's journal and an interrupted write's temporary file: no reader opens them."""
     (run / "ledger.sqlite-journal").write_bytes(b"")

@@ -182,6 +182,33 @@ def test_attack_dynamics_on_a_run_of_another_system_names_it(tmp_path: Path, cap
     assert not (run / "attack_membership.json").exists()
 
 
+def test_attack_membership_run_dir_adds_its_result_to_the_run(tmp_path: Path, capsys) -> None:
+    """Session 56: ``attack membership --run-dir RUN`` printed its result and wrote nothing into
+    the run, unlike ``attack dynamics --run-dir`` (``report RUN`` then never saw it); it adds
+    RUN/attack_membership.json, sealed, as every attack on a run does (a toy system here)."""
+    import dataclasses
+
+    from tests.toy_system import SYSTEM
+
+    systems.register(
+        dataclasses.replace(SYSTEM, attacks={"membership": "tests.toy_system:guess"}),
+        replace=True,
+    )
+    try:
+        s, run = systems.get("toy"), tmp_path / "run"
+        s.train(s.config_from_dict(SYSTEM.tiny_config), seed=0, run_dir=run)
+        assert main(["attack", "membership", "--run-dir", str(run)]) == 0
+        assert json.loads((run / "attack_membership.json").read_text())["attack"] == "toy-guess"
+        assert verify_run(run).ok and "attack_membership.json" in verify_run(run).analyses
+        assert main(["attack", "membership", "--run-dir", str(run)]) == 2  # never replaced
+        assert "attack_membership.json already exists" in capsys.readouterr().err
+        out = tmp_path / "m.json"
+        assert main(["attack", "membership", "--run-dir", str(run), "--out", str(out)]) == 0
+        assert out.is_file() and verify_run(run).ok
+    finally:
+        systems.unregister("toy")
+
+
 def test_audit_run_dir_refuses_what_it_cannot_audit(tmp_path: Path, capsys) -> None:
     s = systems.get("frd")
     base = _tiny("frd")[0][1]

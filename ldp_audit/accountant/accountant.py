@@ -95,6 +95,12 @@ class Budget:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @property
+    def limit(self) -> float:
+        """The largest spend the budget check accepts: ``epsilon``, with a relative slack of
+        1e-9 so that T charges of epsilon/T fit (none for the filter, checked exactly)."""
+        return self.epsilon * (1.0 if self.method == "filter" else 1.0 + _BUDGET_RTOL)
+
     @classmethod
     def for_mechanism(cls, epsilon: float, mechanism: Any) -> Budget:
         """``epsilon`` per agent, spent as ``mechanism``'s releases compose: sequentially for a
@@ -321,8 +327,7 @@ class Accountant:
         for agent, text, _ in rows:
             batch.setdefault(agent, []).append(text)
         memo: dict[Signature, float] = {}
-        # the filter is a stopping rule, checked exactly; the others with _BUDGET_RTOL's slack
-        limit = budget.epsilon * (1.0 if budget.method == "filter" else 1.0 + _BUDGET_RTOL)
+        limit = budget.limit
         for agent, texts in batch.items():
             st = states.get(agent)
             hist = () if st is None else st.history(scope)

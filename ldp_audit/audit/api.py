@@ -158,7 +158,7 @@ def audit(
             ``CP_lower(p1) - e^epsilon CP_upper(p2)``: one more event in the distribution
             verdict's Bonferroni family (so it changes the other bounds slightly), aimed at
             refuting the claim rather than at the tightest epsilon. Off by default (the default
-            mode's numbers stay as they were); ignored for pure claims.
+            mode's numbers stay as they were); refused for a pure claim (delta 0).
         event: a pre-registered event ``(x, x2, S)``, stated before any data is seen: the
             inputs x (the numerator) and x2, and the output set S, a list of output rows
             (numbers for one-column outputs; an output is in S when its row, as float64, equals

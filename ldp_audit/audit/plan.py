@@ -85,6 +85,11 @@ def check_arguments(mechanism: Any, **a: Any) -> Options:
     v["ratio_test"] = check_choice(ratio_test, "ratio_test", RATIO_TESTS)
     for name in ("force", "progress", "sequential", "delta_event"):
         v[name] = check_bool(a[name], name)
+    if v["delta_event"] and delta == 0:  # it would be ignored: a pure claim has no delta bound
+        raise InvalidParameterError(
+            "delta_event (--delta-event) needs a claim with delta > 0; the mechanism claims "
+            "pure epsilon-DP (delta 0), so there is no delta to bound (drop it)"
+        )
     v["user_fns"] = user_fns = statistic_list(a["statistics"], "statistics")
     shipped = user_attr(mechanism, "audit_statistics")
     got = (

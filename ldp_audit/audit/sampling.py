@@ -44,7 +44,7 @@ def privatize_rows(
     input and the reason (the original exception is the ``__cause__``); errors of ldp-audit's own
     validation (an :class:`LdpAuditError`) pass through unchanged.
     """
-    who = f"mechanism.privatize of {type(mechanism).__name__}"
+    who = privatize_of(mechanism)
     try:
         y = mechanism.privatize(np.repeat(x[None, :], n, axis=0), rng)
     except LdpAuditError:
@@ -85,6 +85,15 @@ def privatize_rows(
     return (y, returned) if raw else y
 
 
+def privatize_of(mechanism: Any) -> str:
+    """How an error names the user's ``privatize``: ``mechanism.privatize of CLASS``; for a
+    :func:`~ldp_audit.audit.from_scalar` mechanism the library function it wraps (its
+    ``name``), never the adapter's class, which the user did not write."""
+    if type(mechanism).__module__ == "ldp_audit._scalar":  # (duck-typed: no private import)
+        return f"{mechanism.name} (through from_scalar)"
+    return f"mechanism.privatize of {type(mechanism).__name__}"
+
+
 def _kind(dtype: np.dtype) -> tuple[str, int]:
     return ("i" if dtype.kind in "iu" else dtype.kind, dtype.itemsize)
 
@@ -120,7 +129,7 @@ def repeats_refused(mechanism: Any, x: np.ndarray, rng: np.random.Generator, wid
     u = float(clopper_pearson_upper(int(same.all(axis=1).sum()), n // 2, REPEAT_ALPHA))
     if n * np.log(max(u, 1e-300)) < np.log(REPEAT_ALPHA):
         raise UserCodeError(
-            f"mechanism.privatize of {type(mechanism).__name__} does not draw from the Generator "
+            f"{privatize_of(mechanism)} does not draw from the Generator "
             f"it is given: two calls on x = {short_values(x.tolist())} from independent "
             f"Generator states returned the same {n} outputs (one drawing from it does so with "
             f"probability < {u:.2g}^{n}, bounded from the outputs' own repeats; a generator "
@@ -138,7 +147,7 @@ def same_dtype(
     raw2 = privatize_rows(mechanism, x2, 8, copy.deepcopy(rng), raw=True)[1]
     if raw2.dtype != raw.dtype:
         raise UserCodeError(
-            f"mechanism.privatize of {type(mechanism).__name__} returned dtype {raw.dtype} for "
+            f"{privatize_of(mechanism)} returned dtype {raw.dtype} for "
             f"x = {short_values(x.tolist())} and {raw2.dtype} for x2 = "
             f"{short_values(x2.tolist())}: a release's dtype must not depend on the input (it "
             "tells the input apart, and the audit reads values only); return one dtype"

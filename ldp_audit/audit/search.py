@@ -24,6 +24,7 @@ from ldp_audit.audit.plan import Options, Plan
 from ldp_audit.audit.results import short_values
 from ldp_audit.audit.sampling import (
     FIT_ELEMENTS,
+    privatize_of,
     privatize_rows,
     repeats_refused,
     same_dtype,
@@ -171,7 +172,7 @@ def _fit_statistics(
     same = sel.row8 is not None and n_a_p >= 100 and (ya1 == ya1[0]).all()
     if same and not np.array_equal(ya1[0], sel.row8):
         raise UserCodeError(
-            f"mechanism.privatize of {type(mechanism).__name__} returned one output for every "
+            f"{privatize_of(mechanism)} returned one output for every "
             f"row of a call on x = {short_values(x.tolist())}: {short_values(sel.row8.tolist())} "
             f"in all 8 rows of one call, {short_values(ya1[0].tolist())} in all {n_a_p} rows "
             "of the next call(s), so its rows share their randomness (one draw per call, e.g. "
@@ -185,7 +186,7 @@ def _fit_statistics(
     fin1, fin2 = np.isfinite(ya1).all(axis=1), np.isfinite(ya2).all(axis=1)
     if not (fin1.any() or fin2.any()):
         raise UserCodeError(
-            f"mechanism.privatize of {type(mechanism).__name__} returned only NaN/inf "
+            f"{privatize_of(mechanism)} returned only NaN/inf "
             f"outputs for pairs[{p}] (x = {short_values(x.tolist())}, x2 = "
             f"{short_values(x2.tolist())}); a mechanism must release real numbers"
         )

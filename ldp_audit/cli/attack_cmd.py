@@ -169,7 +169,8 @@ def register(subparsers: Any) -> None:
     )
     m.add_argument(
         "--run-dir",
-        help="score an existing run trained with canaries (read only; results go to --out)",
+        help="score an existing run trained with canaries; the result is added to the run as "
+        "attack_membership.json, or written to --out FILE (the run left untouched)",
     )
     evidence_args(m)
     m.set_defaults(func=_membership, agents=400, shadow=400)
@@ -350,7 +351,8 @@ def _membership(args: argparse.Namespace) -> int:
     _check_outputs(args)
     if args.run_dir is not None:  # the canaries planted at training time in a run (read only)
         plot = functools.partial(_plot, path=args.plot) if args.plot else None
-        return attack_run_dir(args, "membership", {}, artefact=False, plot=plot)  # e.g. dprl's
+        # as dynamics: RUN_DIR/attack_membership.json (report reads it), or --out FILE
+        return attack_run_dir(args, "membership", {}, plot=plot)  # e.g. dprl's, opacus'
     if args.canaries > args.agents:
         raise InvalidParameterError(
             f"--canaries must be <= --agents ({args.agents}), got {args.canaries}"

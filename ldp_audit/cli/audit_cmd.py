@@ -27,6 +27,7 @@ import functools
 import json
 import math
 import re
+import sys
 from typing import Any
 
 from ldp_audit import systems
@@ -132,7 +133,11 @@ def register(subparsers: Any) -> None:
     opt("--epsilon", type=real_in("--epsilon", low=0.0, low_open=False), help=eps_help)
     add_real(opt, "--clip", help="clip bound C (1 when omitted)")
     add_real(opt, "--sigma", help="gaussian: noise standard deviation")
-    add_real(opt, "--delta", 1.0, help="gaussian: the delta of the claim (1e-5 when omitted)")
+    delta_help = (
+        "the delta of the claim (gaussian: > 0, 1e-5 when omitted; --scalar: the library's own, "
+        ">= 0, 0 when omitted)"
+    )
+    opt("--delta", type=real_in("--delta", low=0.0, low_open=False, high=1.0), help=delta_help)
     add_real(opt, "--resolution", help="discrete-laplace: grid step (C / (10 d) when omitted)")
     add_int(p, "--dim", 1, _MAX_DIM, help="input dimension d (mechanism.dim, or 1, when omitted)")
     d_hat = "prs: d_hat (max(1, min(d, floor(epsilon / 2.5))) when omitted)"
@@ -368,6 +373,11 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     clip = getattr(args, "clip", 1.0)
     if name == "gaussian":
         delta = getattr(args, "delta", 1e-5)
+        if delta < sys.float_info.min:  # 0 is a claim only a --scalar library makes
+            raise InvalidParameterError(
+                f"--delta must be a finite number in (0, 1) (a normal double, >= "
+                f"{sys.float_info.min:g}) for --mechanism gaussian, got {delta!r}"
+            )
         if hasattr(args, "sigma") == hasattr(args, "epsilon"):
             raise InvalidParameterError(
                 "--mechanism gaussian needs exactly one of --sigma (the noise; epsilon follows "

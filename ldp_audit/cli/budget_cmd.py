@@ -3,9 +3,10 @@
 Reads a privacy ledger (a ``ledger.sqlite`` file or a run directory holding one) and prints, per
 agent, the epsilon spent at ``delta``, the composition that gave it and what is left of the
 budget; local (per-agent LDP) and central (DP-SGD) claims are summarised side by side, never
-summed. The ledger is opened read-only (SQLite ``mode=ro``): nothing is ever written to it, a
-missing file is an error (never a new, empty ledger), and another application's SQLite file is
-refused untouched.
+summed. An agent over the budget (the one the ledger records, or ``--budget``) is a
+violation: exit 1. The ledger is opened read-only (SQLite ``mode=ro``): nothing is ever written
+to it, a missing file is an error (never a new, empty ledger), and another application's SQLite
+file is refused untouched.
 
 ``--verify`` walks the whole hash chain and rebuilds every agent's state from the rows (exit 0
 and the chain head when it verifies; exit 2 with the first problem when not); on a run
@@ -72,7 +73,8 @@ def register(subparsers: Any) -> None:
         "--budget",
         type=real_in("--budget", low=0.0),
         help="per-agent epsilon budget for 'remaining' (default: the budget recorded in the "
-        "ledger by the accountant that wrote it, if any)",
+        "ledger by the accountant that wrote it, if any); an agent over it is a violation "
+        "(exit 1)",
     )
     text = "agents listed in the text table, largest spend first (default 20; 0 = all)"
     add_int(p, "--limit", 0, default=20, help=text)
@@ -242,7 +244,8 @@ def _run(args: argparse.Namespace) -> int:
         print("(a ledger file alone: pass the run directory to check it against its manifest)")
     else:
         _print_text(out, args.limit, args.agent)
-    return exit_code(False, out["authenticated"] and not (refused or unverified))
+    over = bool(out.get("over_budget"))
+    return exit_code(over, out["authenticated"] and not (refused or unverified))
 
 
 def _accept_restored(path: Path, as_json: bool, run: bool) -> int:
@@ -334,6 +337,11 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
             b = budgets["central" if scope == "central" else "local"]
             rows.append(_row(a, bulk[a][0], bulk[a][1], scope, used, b))
     summary = acc.summary(delta=args.delta, method=args.method)
+
+    def _over(r: dict[str, Any]) -> bool:  # spent > its budget's limit (the accountant's check)
+        b = budgets["central" if r["scope"] == "central" else "local"]
+        return b.epsilon - r["remaining"] > b.limit
+
     return {
         "ledger": str(path),
         "charges": len(ledger),
@@ -348,6 +356,8 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
         "central_budget": None if budgets["central"] is None else budgets["central"].to_dict(),
         "summary": {k: summary[k] for k in ("local", "central")},
         "agents": rows,
+        # spent more than the budget (recorded or --budget) allows: a violation (exit 1)
+        "over_budget": [r["agent"] for r in rows if r["remaining"] is not None and _over(r)],
     }
 
 
@@ -453,3 +463,9 @@ def _print_text(out: dict, limit: int, agent: str | None) -> None:
         )
     if len(shown) < len(rows):
         print(f"... {len(rows) - len(shown)} more agents (--limit 0 lists all, --json for all)")
+    if out["over_budget"]:
+        n, first = len(out["over_budget"]), _shown(out["over_budget"][0])
+        print(
+            f"VIOLATION: {_count(n, 'agent')} spent more than the budget (remaining < 0), "
+            f"e.g. {first}"
+        )

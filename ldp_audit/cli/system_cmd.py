@@ -423,12 +423,11 @@ def attack_run_dir(
     name: str,
     kw: dict[str, Any],
     *,
-    artefact: bool = True,
     plot: Any = None,
 ) -> int:
     """``attack NAME --run-dir RUN``: the run's system's ``name`` attack with keywords ``kw``
     (each a parameter of that attack: refused otherwise), its result written to ``--out`` (sealed
-    for the run) or, with ``artefact``, to the run's named artefact; the sizes of the system's
+    for the run) or to the run's named artefact; the sizes of the system's
     ``attack_commands[name]`` checked (with ``--force``) and the evidence verified before any
     work."""
     if not is_run_dir(args.run_dir):
@@ -448,7 +447,7 @@ def attack_run_dir(
     if args.out:
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
-    elif artefact:
+    else:
         hint = ", or write this result elsewhere with --out FILE"
         _check_artefact(rd.path / _artifact_name(system, name), args.overwrite, hint)
         if kw.get("audit_samples"):  # FedRL's audit beside the attack writes audit.json
@@ -488,7 +487,7 @@ def attack_run_dir(
     if args.out:
         d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
         write_json_file(Path(args.out), d, replace=args.overwrite)  # whole, or not at all
-    elif artefact:
+    else:
         write_artifact(rd.path, _artifact_name(system, name), d, overwrite=args.overwrite)
         for file, doc in side.items():
             write_artifact(rd.path, file, to_jsonable(doc), overwrite=args.overwrite)

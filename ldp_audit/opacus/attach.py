@@ -310,6 +310,8 @@ class CanaryAudit:
         concatenating accumulated batches; ghost clipping: the per-sample norms')."""
         g = getattr(self._params[0], "grad_sample", None)
         if g is None:
+            # Opacus's public reader (get_norm_sample) is the wrapped model's, which attach
+            # does not receive: the parameter's private field (docs/opacus.md, ghost clipping)
             g = getattr(self._params[0], "_norm_sample", None) if self._ghost else None
             return 0 if g is None else int(len(g))
         return int(sum(len(x) for x in g)) if isinstance(g, list) else int(len(g))
@@ -332,6 +334,7 @@ class CanaryAudit:
             # n_t counts every batch summed into this update; the canaries join it once, so
             # two sampled batches summed under one noise draw show as a batch of rate 2q
             self._data_rows += self._rows_now()
+            # a peek at Opacus's skip queue: no public reader exists (signal_skip_step writes it)
             check = getattr(opt, "_check_skip_next_step", None)
             if self._pending is None and (check is None or not check(pop_next=False)):
                 self._add_canaries(opt)

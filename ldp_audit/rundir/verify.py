@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import hmac
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, LedgerError, RunDirectoryError
-from ldp_audit.limits import check_run_files
+from ldp_audit.limits import check_regular_file, check_run_files
 from ldp_audit.rundir.files import (
     check_hex64,
     checked_sha256,
@@ -181,7 +183,7 @@ def verify_run(
     """
     from ldp_audit.accountant.keys import check_key_outside, load_key
     from ldp_audit.accountant.ledger import Ledger
-    from ldp_audit.rundir.seal import analysis_name, check_analyses, other_key, run_root
+    from ldp_audit.rundir.seal import check_analyses, other_key, run_root
 
     p = existing_run_dir(path)
     check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
@@ -191,7 +193,8 @@ def verify_run(
     key = load_key(create=False)
     problems: list[str] = []
     notes: list[str] = []
-    seen = _hash_run(p, problems, notes)  # every check below and every later reader: these bytes
+    # every check below and every later reader: these bytes; a file added by hand: never hashed
+    seen, added = _hash_run(p, problems, notes)
     auth_manifest = False
     try:
         man_check = verify_manifest(p)
@@ -302,14 +305,12 @@ def verify_run(
         problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
     listed = set(man.get("files", {})) if isinstance(man, dict) else set()
     sealed, auth_analyses = check_analyses(p, key, listed, problems, notes)
-    if man is not None:  # (a run without manifest is refused for that; its files are unlisted)
-        for name in sorted(set(seen) - listed - {"manifest.json", ANALYSES_INDEX}):
-            if not analysis_name(name):
-                problems.append(
-                    f"{p / name} is not sealed (neither manifest.json nor {ANALYSES_INDEX} "
-                    f"records it) and is no file the toolkit writes: added to the run by hand; "
-                    f"no reader opens it, but a person would take it for the run's (remove it)"
-                )
+    for name in added:
+        problems.append(
+            f"{p / name} is not sealed (neither manifest.json nor {ANALYSES_INDEX} "
+            f"records it) and is no file the toolkit writes: added to the run by hand; "
+            f"no reader opens it, but a person would take it for the run's (remove it)"
+        )
     man_sha = seen.get("manifest.json")
     head = (led_res or {}).get("chain_head")
     root = run_root(man_sha, head if isinstance(head, str) else None, sealed)
@@ -336,13 +337,17 @@ def verify_run(
     )
 
 
-def _hash_run(p: Path, problems: list[str], notes: list[str]) -> dict[str, str]:
+def _hash_run(p: Path, problems: list[str], notes: list[str]) -> tuple[dict[str, str], list[str]]:
     """The SHA-256 of every file of the run (by name relative to it) but the ledger's own
     (checked through the ledger) and an interrupted write's temporary file (a note), each hashed
     once and recorded as what this process verified (``files.read_checked``); a link (to a
     folder: never entered; to a file: its bytes live outside the run) is a problem, since no
-    writer makes one."""
-    seen: dict[str, str] = {}
+    writer makes one. Also returns the files added by hand (neither listed in the manifest
+    hashed here nor an analysis file): named before any file is hashed and never hashed, since
+    no reader opens them (a 20 GB sparse file took a minute to refuse)."""
+    from ldp_audit.rundir.seal import analysis_name
+
+    files: list[str] = []
     for folder, dirs, names in os.walk(p):
         for d in (Path(folder) / d for d in dirs if (Path(folder) / d).is_symlink()):
             problems.append(f"{d} is a link to a folder: its files are neither sealed nor checked")
@@ -355,16 +360,42 @@ def _hash_run(p: Path, problems: list[str], notes: list[str]) -> dict[str, str]:
                     f"elsewhere and can change after any check; no writer makes one (copy the "
                     f"file in its place)"
                 )
-                continue
-            if name in ("ledger.sqlite", *LEDGER_SIDE):
-                continue
-            if TEMP_FILE.match(n):
+            elif TEMP_FILE.match(n):
                 notes.append(f"{f}: the temporary file of an interrupted write (remove it)")
-                continue
-            with contextlib.suppress(OSError, RunDirectoryError):  # named by the checks below
-                seen[name] = sha256_file(f)
+            elif name not in ("ledger.sqlite", *LEDGER_SIDE):
+                files.append(name)
+    seen: dict[str, str] = {}
+    listed = _listed(p, seen) if "manifest.json" in files else None
+    added = sorted(  # (a run without a readable manifest is refused for that: all hashed)
+        n
+        for n in files
+        if listed is not None
+        and n not in listed | {"manifest.json", ANALYSES_INDEX}
+        and not analysis_name(n)
+    )
+    for name in sorted(set(files) - set(seen) - set(added)):
+        with contextlib.suppress(OSError, RunDirectoryError):  # named by the checks below
+            seen[name] = sha256_file(p / name)
     pin_checked(p, {p / n: d for n, d in seen.items()})
-    return seen
+    return seen, added
+
+
+def _listed(p: Path, seen: dict[str, str]) -> set[str] | None:
+    """The files manifest.json lists, read from the bytes whose SHA-256 goes into ``seen``
+    (None: it cannot be read as a manifest)."""
+    f = p / "manifest.json"
+    try:
+        check_regular_file(f, "run file")
+        data = f.read_bytes()
+    except (OSError, RunDirectoryError):
+        return None
+    seen["manifest.json"] = hashlib.sha256(data).hexdigest()
+    try:
+        man = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    files = man.get("files", {}) if isinstance(man, dict) else None
+    return {str(n) for n in files} if isinstance(files, dict) else None
 
 
 def require_verified(
