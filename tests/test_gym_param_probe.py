@@ -305,6 +305,32 @@ def test_an_env_failing_with_its_own_value_is_not_blamed_on_a_candidate() -> Non
         check_private_param("CartPole-v1", "length", [0.5, 1e-300])
 
 
+class ReadOnlyCartPole(CartPoleEnv):
+    """CartPole with ``drag``, a property without a setter (read in ``step``)."""
+
+    @property
+    def drag(self) -> float:
+        return 0.5
+
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(action)
+        return obs, r * self.drag, term, trunc, info
+
+
+if "TestReadOnly-v0" not in gym.registry:
+    gym.register("TestReadOnly-v0", entry_point=f"{__name__}:ReadOnlyCartPole",
+                 max_episode_steps=20)  # fmt: skip
+
+
+def test_a_read_only_property_is_named_not_blamed_on_the_env() -> None:
+    """A property without a setter was refused as "env fails whatever the candidates (with its
+    own drag=0.5 as well)" (session 56 probe, `train pgc-a3c --env-module`): the env works;
+    the parameter cannot be set. Refused before any probe, naming it."""
+    with pytest.raises(InvalidParameterError, match=r"^private parameter 'drag' of "
+                       r"ReadOnlyCartPole is a read-only property \(no setter\)"):  # fmt: skip
+        check_private_param("TestReadOnly-v0", "drag", [0.25, 1.0])
+
+
 class GainWrapper(gym.Wrapper):
     """A user's wrapper holding a numeric attribute of its own: rewards scaled by ``gain``."""
 

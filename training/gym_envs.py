@@ -488,6 +488,12 @@ def _check_private_param(
                 f"private parameter {name!r} of {type(u).__name__} is not numeric "
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
+        prop = inspect.getattr_static(type(u), name, None)
+        if isinstance(prop, property) and prop.fset is None:  # was "the env fails whatever"
+            raise InvalidParameterError(
+                f"private parameter {name!r} of {type(u).__name__} is a read-only property (no "
+                "setter): the trainer sets each agent's value on its env; give it a setter"
+            )
         _check_physical(u, name, vals)
         # an int default (MountainCar's goal_velocity=0) takes a float where the env does
         bad = (
