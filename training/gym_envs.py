@@ -110,6 +110,11 @@ PROBE_STEPS = 20
 #: two episodes per observation coordinate (at most 24) and two more; the same trace again over
 #: all of them refuses the parameter (it has no effect an attack could see).
 NO_EFFECT_EPISODE = 200
+#: The largest magnitude of a ``Box`` action bound: exploring actions, drawn within the bounds,
+#: enter the Gaussian head's squared distance over a std down to e^-20 (Box(-1e200, 1e200)
+#: trained until its gradient overflowed; at 1e308 the bounds' width overflowed and the probe
+#: sent NaN actions). Float32's largest number, a common "unbounded" bound, is within it.
+BOX_BOUND_MAX = 1e100
 #: Seconds each call of the env's code may take in the probe (its ``probe_timeout``; None: no
 #: limit, as in training).
 _CALL_LIMIT: ContextVar[float | None] = ContextVar("gym_probe_call_limit", default=None)
@@ -327,6 +332,12 @@ def _action_heads(env_id: str, space: Any) -> tuple[int, Any, tuple[int, ...] | 
         raise InvalidParameterError(
             f"env {env_id!r} has action space {space}: a Box action space needs finite bounds "
             "and at least one dimension (the exploration draws actions uniformly within them)"
+        )
+    if max(np.abs(lo).max(), np.abs(hi).max()) > BOX_BOUND_MAX:
+        raise InvalidParameterError(
+            f"env {env_id!r} has action space {space}: a Box action space's bounds must be at "
+            f"most {BOX_BOUND_MAX:g} in magnitude (the exploration draws actions within them and "
+            "the Gaussian head's gradient overflows beyond); rescale the actions (RescaleAction)"
         )
     return lo.size, (tuple(lo.tolist()), tuple(hi.tolist())), None
 
