@@ -379,14 +379,35 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
     # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises;
-    # one held as a 0-d array gets a 0-d array
+    # one held as a 0-d array gets a 0-d array; a NumPy number (a 0-d array's too) keeps its
+    # type: an env may read np.float32(0.5).dtype or np.int64(2).item(), which a Python number
+    # lacks (refused as "fails whatever the candidates" until session 56)
     cur = getattr(unwrapped, name)
-    if isinstance(_scalar(cur), (int, np.integer)) and float(value).is_integer():
+    base = _scalar(cur)
+    if isinstance(base, (int, np.integer)) and float(value).is_integer():
         value = int(value)
+    if isinstance(base, np.floating) or (isinstance(base, np.integer) and isinstance(value, int)):
+        value = _typed(name, type(base), value)
     setattr(unwrapped, name, np.array(value) if isinstance(cur, np.ndarray) else value)
     if isinstance(unwrapped, CartPoleEnv):
         for key, fn in _CARTPOLE_DERIVED.items():
             setattr(unwrapped, key, fn(unwrapped))
+
+
+def _typed(name: str, kind: type, value: float) -> Any:
+    """``value`` as the NumPy number type ``kind`` of the attribute it replaces, refused where
+    it does not fit (np.float32(1e39) is inf; np.int32(3e9) overflows)."""
+    with np.errstate(over="ignore"):
+        try:
+            out = kind(value)
+        except OverflowError:
+            out = None
+    if out is None or not np.isfinite(out):
+        raise InvalidParameterError(
+            f"private parameter {name!r}: candidate {value!r} does not fit the attribute's "
+            f"type {kind.__name__}"
+        )
+    return out
 
 
 def check_private_param(
