@@ -576,14 +576,26 @@ _JSON_KINDS = {bool: "true or false", int: "an integer", float: "a number", str:
 
 def _check_set(f: dataclasses.Field, tp: Any, key: str, v: Any) -> None:
     """``--set KEY=VALUE`` read as the field's option reads it: a JSON value of the field's
-    scalar type within its bounds and choices (a field with no scalar option: the config's own
-    checks judge it)."""
+    scalar type within its bounds and choices, a tuple field's a JSON list of such values (a
+    field with no option: the config's own checks judge it)."""
     opt = f"--set {key}"
     spec, (base, optional) = _option_spec(f, tp, opt), _unwrap_optional(tp)
-    if spec is None or "nargs" in spec or _bounds_of(f).get("whole") or (v is None and optional):
+    if spec is None or _bounds_of(f).get("whole") or (v is None and optional):
+        return
+    if "nargs" in spec:  # a tuple or list: a JSON list, each item read as the option reads one
+        if not isinstance(v, list) or not (v or spec["nargs"] == "*"):
+            least = "" if spec["nargs"] == "*" else " of at least one item"
+            raise InvalidParameterError(f"{opt} must be a JSON list{least}, got {v!r}")
+        for item in v:
+            _check_set_value(spec, typing.get_args(base)[0], opt, item)
         return
     lits = typing.get_args(base) if typing.get_origin(base) is typing.Literal else ()
-    kind = type(lits[0]) if lits else base
+    _check_set_value(spec, type(lits[0]) if lits else base, opt, v)
+
+
+def _check_set_value(spec: dict[str, Any], kind: Any, opt: str, v: Any) -> None:
+    """One JSON value of ``--set`` (a scalar field's, or an item of a tuple field's) of the
+    type ``kind``, read by the option's converter (its bounds and choices)."""
     ok = isinstance(v, kind) and (kind is bool or not isinstance(v, bool))
     ok = ok or (kind is float and (v == "inf" or type(v) is int))
     if not ok:

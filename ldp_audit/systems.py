@@ -39,6 +39,7 @@ import numpy as np
 
 from ldp_audit.config import config_from_dict
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError, UserCodeError
+from ldp_audit.validation import check_int
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -509,6 +510,7 @@ class SystemSpec:
             raise InvalidParameterError(
                 f"run_mode must be 'new', 'overwrite' or 'resume', got {run_mode!r}"
             )
+        seed = check_int(seed, "seed", minimum=0)  # the caller's: never blamed on the trainer
         if run_dir is not None and ledger is not None:
             raise InvalidParameterError(
                 f"{self.name}: pass run_dir or ledger, not both (a run directory charges its "

@@ -538,6 +538,14 @@ def test_options_named_rewrites_errors_inside_only() -> None:
         ({"rule": "other"}, "--set rule must be one of 'manhattan', 'public-code'"),
         ({"clip": 1}, "--set clip must be true or false, got 1"),
         ({"limit": "x"}, "--set limit must be an integer, got 'x'"),
+        # a tuple field's items as its option reads them (before session 56 --set took a
+        # string, a number, bools or out-of-bounds items for a tuple[float, ...] field)
+        ({"sizes": "01"}, "--set sizes must be a JSON list of at least one item, got '01'"),
+        ({"sizes": 8}, "--set sizes must be a JSON list of at least one item, got 8"),
+        ({"sizes": []}, "--set sizes must be a JSON list of at least one item, got []"),
+        ({"sizes": [8, True]}, "--set sizes must be an integer, got True"),
+        ({"sizes": [8, 1]}, "--set sizes must be an integer >= 2, got '1'"),
+        ({"sizes": [8, 2.5]}, "--set sizes must be an integer, got 2.5"),
     ],
 )
 def test_set_reads_a_field_as_its_option_does(sets: dict, needle: str) -> None:

@@ -178,6 +178,10 @@ _SPACES = {
     },
     "TestDictAct-v0": {"action_space": gym.spaces.Dict({"a": gym.spaces.Text(3)})},
     "TestUnboundedAct-v0": {"action_space": gym.spaces.Box(-np.inf, np.inf, (1,))},
+    # finite but huge (session 56 probe): 1e200 trained until "a gradient is not finite"; at
+    # 1e308 the bounds' width overflowed and the probe sent NaN actions, blaming the env
+    "TestHugeAct-v0": {"action_space": gym.spaces.Box(-1e200, 1e200, (1,), np.float64)},
+    "TestWidestAct-v0": {"action_space": gym.spaces.Box(-1e308, 1e308, (1,), np.float64)},
     "TestSequenceObs-v0": {"observation_space": gym.spaces.Sequence(gym.spaces.Discrete(2))},
 }
 for _id, _kw in _SPACES.items():
@@ -191,6 +195,8 @@ for _id, _kw in _SPACES.items():
         ("TestTupleAct-v0", r"Tuple\(Discrete\(2\), Box.*: a Tuple of Box and Discrete action"),
         ("TestDictAct-v0", r"action space Dict\('a': Text.*: a Dict of Text action space is not"),
         ("TestUnboundedAct-v0", r"action space Box\(-inf, inf, .*needs finite bounds"),
+        ("TestHugeAct-v0", r"action space Box\(-1e\+200, 1e\+200, .*at most 1e\+100 in magn"),
+        ("TestWidestAct-v0", r"action space Box\(-1e\+308, 1e\+308, .*at most 1e\+100 in magn"),
         ("TestSequenceObs-v0", r"observation space Sequence\(Discrete\(2\).*can flatten"),
     ],
 )

@@ -305,6 +305,71 @@ def test_an_env_failing_with_its_own_value_is_not_blamed_on_a_candidate() -> Non
         check_private_param("CartPole-v1", "length", [0.5, 1e-300])
 
 
+class ReadOnlyCartPole(CartPoleEnv):
+    """CartPole with ``drag``, a property without a setter (read in ``step``)."""
+
+    @property
+    def drag(self) -> float:
+        return 0.5
+
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(action)
+        return obs, r * self.drag, term, trunc, info
+
+
+if "TestReadOnly-v0" not in gym.registry:
+    gym.register("TestReadOnly-v0", entry_point=f"{__name__}:ReadOnlyCartPole",
+                 max_episode_steps=20)  # fmt: skip
+
+
+def test_a_read_only_property_is_named_not_blamed_on_the_env() -> None:
+    """A property without a setter was refused as "env fails whatever the candidates (with its
+    own drag=0.5 as well)" (session 56 probe, `train pgc-a3c --env-module`): the env works;
+    the parameter cannot be set. Refused before any probe, naming it."""
+    with pytest.raises(InvalidParameterError, match=r"^private parameter 'drag' of "
+                       r"ReadOnlyCartPole is a read-only property \(no setter\)"):  # fmt: skip
+        check_private_param("TestReadOnly-v0", "drag", [0.25, 1.0])
+
+
+class NumpyScalarCartPole(CartPoleEnv):
+    """CartPole whose push scale is a float32 and substep count an int64, read as NumPy
+    numbers (``.dtype``, ``.item()``), which a Python number lacks."""
+
+    def __init__(self, render_mode=None) -> None:
+        super().__init__(render_mode=render_mode)
+        self.push = np.float32(1.0)
+        self.nsub = np.int64(1)
+
+    def step(self, action):
+        self.force_mag = 10.0 * float(np.ones(1, dtype=self.push.dtype)[0] * self.push)
+        for _ in range(self.nsub.item()):
+            out = super().step(action)
+        return out
+
+
+if "TestNumpyScalar-v0" not in gym.registry:
+    gym.register("TestNumpyScalar-v0", entry_point=f"{__name__}:NumpyScalarCartPole",
+                 max_episode_steps=20)  # fmt: skip
+
+
+def test_a_numpy_number_parameter_keeps_its_type() -> None:
+    """A float32 or int64 attribute was set as a Python number, so an env reading its dtype
+    failed and was refused as "fails whatever the candidates (with its own
+    push=np.float32(1.0) as well)" (session 56 probe); a candidate its type cannot hold is
+    refused naming it (np.float32(1e39) is inf)."""
+    assert check_private_param("TestNumpyScalar-v0", "push", [0.5, 2.0])[1] == (0.5, 2.0)
+    assert check_private_param("TestNumpyScalar-v0", "nsub", [1, 3])[1] == (1.0, 3.0)
+    env = make_param_vector_env(check_private_param("TestNumpyScalar-v0", "push", [0.5, 2])[0],
+                                "push", 2)  # fmt: skip
+    env.set_param(np.arange(2), np.array([0.5, 2.0]))
+    assert [type(e.unwrapped.push) for e in env.inner.envs] == [np.float32, np.float32]
+    env.close()
+    for name, big, kind in (("push", 1e39, "float32"), ("nsub", 1e19, "int64")):
+        with pytest.raises(InvalidParameterError, match=f"candidate .* does not fit the "
+                           f"attribute's type {kind}"):  # fmt: skip
+            check_private_param("TestNumpyScalar-v0", name, [1, big])
+
+
 class GainWrapper(gym.Wrapper):
     """A user's wrapper holding a numeric attribute of its own: rewards scaled by ``gain``."""
 

@@ -671,6 +671,18 @@ def test_a_plug_in_config_refusing_with_a_value_error_is_exit_2(tmp_path: Path, 
     assert "bug in ldp-audit" not in err and not (tmp_path / "r").exists()
 
 
+def test_a_bad_seed_is_the_callers_error_not_the_trainers(tmp_path: Path) -> None:
+    """Session 56 probe: ``SystemSpec.train(cfg, seed=-1)`` (or ``'1'``) reached the plug-in's
+    trainer and came back as ``system 'toy': its trainer ... raised ValueError``, blaming it;
+    refused by name before the trainer runs, no folder written."""
+    from tests.toy_system import SYSTEM
+
+    for bad in (-1, "1", True, 2**64):
+        with pytest.raises(InvalidParameterError, match=r"^seed must be"):
+            SYSTEM.train({"agents": 2}, seed=bad, run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_plug_in_trainer_that_wrote_no_run_is_named(tmp_path: Path, capsys) -> None:
     """Session 54 probe: a plug-in trainer that ignored ``run_dir`` (wrote nothing) and
     returned it was printed as ``run directory: RUN``, exit 0, with no folder there."""

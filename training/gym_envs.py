@@ -110,6 +110,11 @@ PROBE_STEPS = 20
 #: two episodes per observation coordinate (at most 24) and two more; the same trace again over
 #: all of them refuses the parameter (it has no effect an attack could see).
 NO_EFFECT_EPISODE = 200
+#: The largest magnitude of a ``Box`` action bound: exploring actions, drawn within the bounds,
+#: enter the Gaussian head's squared distance over a std down to e^-20 (Box(-1e200, 1e200)
+#: trained until its gradient overflowed; at 1e308 the bounds' width overflowed and the probe
+#: sent NaN actions). Float32's largest number, a common "unbounded" bound, is within it.
+BOX_BOUND_MAX = 1e100
 #: Seconds each call of the env's code may take in the probe (its ``probe_timeout``; None: no
 #: limit, as in training).
 _CALL_LIMIT: ContextVar[float | None] = ContextVar("gym_probe_call_limit", default=None)
@@ -328,6 +333,12 @@ def _action_heads(env_id: str, space: Any) -> tuple[int, Any, tuple[int, ...] | 
             f"env {env_id!r} has action space {space}: a Box action space needs finite bounds "
             "and at least one dimension (the exploration draws actions uniformly within them)"
         )
+    if max(np.abs(lo).max(), np.abs(hi).max()) > BOX_BOUND_MAX:
+        raise InvalidParameterError(
+            f"env {env_id!r} has action space {space}: a Box action space's bounds must be at "
+            f"most {BOX_BOUND_MAX:g} in magnitude (the exploration draws actions within them and "
+            "the Gaussian head's gradient overflows beyond); rescale the actions (RescaleAction)"
+        )
     return lo.size, (tuple(lo.tolist()), tuple(hi.tolist())), None
 
 
@@ -368,14 +379,35 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
     # an int attribute (a count) takes its integral candidate as an int: range(2.0) raises;
-    # one held as a 0-d array gets a 0-d array
+    # one held as a 0-d array gets a 0-d array; a NumPy number (a 0-d array's too) keeps its
+    # type: an env may read np.float32(0.5).dtype or np.int64(2).item(), which a Python number
+    # lacks (refused as "fails whatever the candidates" until session 56)
     cur = getattr(unwrapped, name)
-    if isinstance(_scalar(cur), (int, np.integer)) and float(value).is_integer():
+    base = _scalar(cur)
+    if isinstance(base, (int, np.integer)) and float(value).is_integer():
         value = int(value)
+    if isinstance(base, np.floating) or (isinstance(base, np.integer) and isinstance(value, int)):
+        value = _typed(name, type(base), value)
     setattr(unwrapped, name, np.array(value) if isinstance(cur, np.ndarray) else value)
     if isinstance(unwrapped, CartPoleEnv):
         for key, fn in _CARTPOLE_DERIVED.items():
             setattr(unwrapped, key, fn(unwrapped))
+
+
+def _typed(name: str, kind: type, value: float) -> Any:
+    """``value`` as the NumPy number type ``kind`` of the attribute it replaces, refused where
+    it does not fit (np.float32(1e39) is inf; np.int32(3e9) overflows)."""
+    with np.errstate(over="ignore"):
+        try:
+            out = kind(value)
+        except OverflowError:
+            out = None
+    if out is None or not np.isfinite(out):
+        raise InvalidParameterError(
+            f"private parameter {name!r}: candidate {value!r} does not fit the attribute's "
+            f"type {kind.__name__}"
+        )
+    return out
 
 
 def check_private_param(
@@ -487,6 +519,12 @@ def _check_private_param(
             raise InvalidParameterError(
                 f"private parameter {name!r} of {type(u).__name__} is not numeric "
                 f"(it is {cur!r}, {type(cur).__name__})"
+            )
+        prop = inspect.getattr_static(type(u), name, None)
+        if isinstance(prop, property) and prop.fset is None:  # was "the env fails whatever"
+            raise InvalidParameterError(
+                f"private parameter {name!r} of {type(u).__name__} is a read-only property (no "
+                "setter): the trainer sets each agent's value on its env; give it a setter"
             )
         _check_physical(u, name, vals)
         # an int default (MountainCar's goal_velocity=0) takes a float where the env does
