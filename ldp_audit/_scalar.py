@@ -117,8 +117,9 @@ class ScalarMechanism:
         # cost is the library's; measured in benchmarks/bench_audit.py); the outputs are checked
         # once, as an array
         try:
-            if self.vectorized:
-                res = fn(values)
+            if self.vectorized:  # the domain's type, as one call per value receives it
+                kind = np.int64 if self.integer_inputs else bool if self.bool_inputs else float
+                res = fn(values.astype(kind))
             else:
                 vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
                 vals = [bool(v) for v in vals] if self.bool_inputs else vals
@@ -285,7 +286,8 @@ def from_scalar(
             (an int), ``"generator"`` (a ``numpy.random.Generator``).
         name: label for reports (default: the function's name).
         vectorized: ``fn`` accepts a 1-D array of values and returns one output per value
-            (one call per batch instead of one per value).
+            (one call per batch instead of one per value); the array is int64 for a domain of
+            integers, bool for ``[False, True]``, else float64.
 
     Returns:
         A :class:`ScalarMechanism`.

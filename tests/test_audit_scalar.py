@@ -217,6 +217,24 @@ def test_vectorized_errors_wrapped():
     assert bits.privatize(x, rng).dtype == np.float64  # a vectorized bit mechanism's bools
 
 
+def test_vectorized_function_receives_the_domain_type():
+    # session 56 probe: a vectorized k-RR indexing a table by its input array stopped with
+    # "raised IndexError on a batch of 8 values" (it got float64 for domain=[0, 1]), and one
+    # flipping bools with ~v with "raised TypeError" (float64 for [False, True])
+    x, rng, seen = np.array([[0.0], [1.0]]), np.random.default_rng(0), []
+
+    def record(v):
+        seen.append(v.dtype)
+        return np.asarray(v, dtype=np.float64)
+
+    for domain, dtype in (([0, 1], np.int64), ([False, True], np.bool_), ([0, 0.5], np.float64)):
+        from_scalar(record, epsilon=1.0, domain=domain, vectorized=True).privatize(x, rng)
+        assert seen.pop() == dtype
+    table = np.array([0.2, 0.8])
+    m = from_scalar(lambda v: table[v], epsilon=1.0, domain=[0, 1], vectorized=True)
+    assert m.privatize(x, rng)[:, 0].tolist() == [0.2, 0.8]
+
+
 class _OneValuePerCall:
     """diffprivlib's shape: an epsilon and randomise(value), no privatize."""
 
