@@ -344,6 +344,12 @@ def from_scalar(
         integer_inputs = all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in domain
         )
+        big = [v for v in domain if integer_inputs and abs(int(v)) > 2**53]
+        if big:  # the audit's inputs are float64: 10**22 reached the function as -2**63
+            raise InvalidParameterError(
+                f"domain value {big[0]!r} is beyond 2^53 in magnitude: the audit's inputs are "
+                "float64, which do not hold such an integer exactly (map the values to 0, 1, ...)"
+            )
     label = name if name is not None else getattr(fn, "__qualname__", type(fn).__name__)
     return ScalarMechanism(
         fn,

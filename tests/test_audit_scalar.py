@@ -624,6 +624,19 @@ def test_a_string_domain_is_refused_not_read_as_its_characters(domain):
     assert calls == []
 
 
+@pytest.mark.parametrize("big", [10**22, 2**60 + 1, -(2**53) - 1, np.int64(2**62)])
+def test_an_integer_domain_value_float64_cannot_hold_is_refused(big):
+    """Session 56 probe: ``--domain 10000000000000000000000,1`` (``domain=[10**22, 1]``)
+    passed -2**63 to the function (a float64 cast to int64, with only NumPy's RuntimeWarning),
+    and 2**60 + 1 reached it as 2**60: the audit ran on inputs the user never gave."""
+    with pytest.raises(InvalidParameterError, match="beyond 2\\^53 in magnitude"):
+        from_scalar(lambda v: 0.0, epsilon=1.0, domain=[0, big])
+    seen = []
+    edge = from_scalar(lambda v: seen.append(v) or 0.0, epsilon=1.0, domain=[0, 2**53])
+    edge.privatize(np.array([[0.0], [2.0**53]]), np.random.default_rng(0))
+    assert seen == [0, 2**53]
+
+
 def test_an_input_outside_a_finite_domain_is_refused_before_any_call():
     """Session 55 probe: ``--domain a,b --event "0;-1;0"`` audited the labels a and b (position
     -1 read as the last label), ``"0;2;0"`` stopped with "make_lab raised IndexError on input
