@@ -221,7 +221,7 @@ class ScalarMechanism:
                     "only); return one type on every call, e.g. float(y)"
                 )
 
-    def check_inputs(self, x: np.ndarray, what: str) -> None:
+    def audit_check_inputs(self, x: np.ndarray, what: str) -> None:
         """Refuse an input outside the domain: the function would get a value the claim does
         not cover (a pair outside an interval can leak more than epsilon and be called a
         violation), or another one (an integer domain truncates 0.5 to 0, a domain of labels

@@ -191,12 +191,14 @@ def as_pair_list(
 
 
 def _in_domain(mechanism: Any, pair_list: list[Any], what: str) -> list[Any]:
-    """The given inputs, each checked by the mechanism's ``check_inputs`` where it declares
-    one (a :func:`~ldp_audit.audit.from_scalar` mechanism: its declared domain)."""
-    if callable(getattr(mechanism, "check_inputs", None)):
+    """The given inputs, each checked by the mechanism's ``audit_check_inputs`` where it
+    declares one (a :func:`~ldp_audit.audit.from_scalar` mechanism: its declared domain). Not
+    ``check_inputs``: a user's mechanism may have its own helper of that name (session 56)."""
+    if callable(getattr(mechanism, "audit_check_inputs", None)):
         for i, pair in enumerate(pair_list):
             for x, name in zip(pair, ("x", "x2"), strict=True):
-                mechanism.check_inputs(x, f"{what}{'' if what == 'event' else [i]} {name}")
+                where = f"{what}{'' if what == 'event' else [i]} {name}"
+                mechanism.audit_check_inputs(x, where)
     return pair_list
 
 
