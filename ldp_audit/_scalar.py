@@ -242,15 +242,20 @@ class ScalarMechanism:
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
-        interval, every pair of distinct values (at most 16) for a finite set."""
+        interval; for a finite set, every pair of distinct values, at most 16 (the first 16,
+        which hold every value up to 17 values; from 18 values, consecutive values paired, so
+        every value is in a pair up to 32 values)."""
         if dim != 1:
             raise InvalidParameterError(f"dim must be 1 for a scalar mechanism, got {dim!r}")
         if isinstance(self.domain, tuple) and len(self.domain) == 2 and self.domain[0] != "set":
             lo, hi = self.domain
             return [(np.array([lo]), np.array([x])) for x in (hi, 0.5 * (lo + hi))]
         vals = list(self.domain)
-        pairs = [(np.array([a]), np.array([b])) for a, b in itertools.combinations(vals, 2)]
-        return pairs[:_MAX_DOMAIN_PAIRS]
+        pairs = list(itertools.combinations(vals, 2))
+        if len(vals) > _MAX_DOMAIN_PAIRS + 1:  # the first 16 would leave values never tried
+            ends = vals + vals[:1] if len(vals) % 2 else vals  # odd: the last with the first
+            pairs = list(zip(ends[::2], ends[1::2], strict=True))
+        return [(np.array([a]), np.array([b])) for a, b in pairs[:_MAX_DOMAIN_PAIRS]]
 
 
 def from_scalar(
@@ -274,8 +279,9 @@ def from_scalar(
         delta: the library's claimed delta, in [0, 1).
         domain: the inputs the claim covers: a tuple ``(low, high)`` of numbers for an interval
             (pairs: its ends, and low with the middle), or a list of values for a finite
-            domain (pairs: every two distinct values, at most 16); a list of Python/NumPy
-            integers makes the function receive ``int`` values (libraries such as
+            domain (pairs: every two distinct values, at most 16, every value in one up to 32
+            values); a list of Python/NumPy integers makes the function receive ``int``
+            values (libraries such as
             diffprivlib's ``Geometric`` refuse floats), a list of bools ``[False, True]``
             makes it receive ``bool`` values (OpenDP's ``make_randomized_response_bool``).
             A list holding other hashable values (strings, tuples) makes it receive them as

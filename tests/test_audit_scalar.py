@@ -637,6 +637,38 @@ def test_an_integer_domain_value_float64_cannot_hold_is_refused(big):
     assert seen == [0, 2**53]
 
 
+def test_every_value_of_a_large_finite_domain_is_in_a_pair():
+    """Session 56 probe: the pairs of a finite domain were the first 16 of every two values,
+    so from 18 values on the last ones were never tried: a k-RR over 0..19 (epsilon 1) that
+    releases 19 as it is got 0.764, "no violation" (5,000 samples, seed 0); now 7.0, refuted
+    on (18, 19). Up to 17 values the pairs are as before."""
+    import itertools
+
+    def values(m):
+        return {float(v) for a, b in m.candidate_pairs() for v in (a[0], b[0])}
+
+    for k in (17, 18, 20, 31, 32, 33):
+        m = from_scalar(lambda v: 0.0, epsilon=1.0, domain=list(range(k)))
+        assert len(m.candidate_pairs()) <= 16
+        assert values(m) == set(map(float, range(min(k, 32))))
+    small = from_scalar(lambda v: 0.0, epsilon=1.0, domain=list(range(7)))
+    first = list(itertools.combinations(range(7), 2))[:16]
+    assert [(a[0], b[0]) for a, b in small.candidate_pairs()] == first
+
+    def make(g):
+        def f(v):
+            if v == 19 or g.random() < math.e / (math.e + 19):
+                return v
+            o = int(g.integers(19))
+            return o + (o >= v)
+
+        return f
+
+    m = from_scalar(make, epsilon=1.0, domain=list(range(20)), seeding="generator")
+    r = audit(m, samples=5000, rng=0, float_bits=False, tradeoff=False, profile=False)
+    assert r.violation and r.epsilon_lower_bound > 3
+
+
 def test_an_input_outside_a_finite_domain_is_refused_before_any_call():
     """Session 55 probe: ``--domain a,b --event "0;-1;0"`` audited the labels a and b (position
     -1 read as the last label), ``"0;2;0"`` stopped with "make_lab raised IndexError on input
