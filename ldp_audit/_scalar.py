@@ -117,8 +117,9 @@ class ScalarMechanism:
         # cost is the library's; measured in benchmarks/bench_audit.py); the outputs are checked
         # once, as an array
         try:
-            if self.vectorized:
-                res = fn(values)
+            if self.vectorized:  # the domain's type, as one call per value receives it
+                kind = np.int64 if self.integer_inputs else bool if self.bool_inputs else float
+                res = fn(values.astype(kind))
             else:
                 vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
                 vals = [bool(v) for v in vals] if self.bool_inputs else vals
@@ -220,7 +221,7 @@ class ScalarMechanism:
                     "only); return one type on every call, e.g. float(y)"
                 )
 
-    def check_inputs(self, x: np.ndarray, what: str) -> None:
+    def audit_check_inputs(self, x: np.ndarray, what: str) -> None:
         """Refuse an input outside the domain: the function would get a value the claim does
         not cover (a pair outside an interval can leak more than epsilon and be called a
         violation), or another one (an integer domain truncates 0.5 to 0, a domain of labels
@@ -241,15 +242,20 @@ class ScalarMechanism:
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
-        interval, every pair of distinct values (at most 16) for a finite set."""
+        interval; for a finite set, every pair of distinct values, at most 16 (the first 16,
+        which hold every value up to 17 values; from 18 values, consecutive values paired, so
+        every value is in a pair up to 32 values)."""
         if dim != 1:
             raise InvalidParameterError(f"dim must be 1 for a scalar mechanism, got {dim!r}")
         if isinstance(self.domain, tuple) and len(self.domain) == 2 and self.domain[0] != "set":
             lo, hi = self.domain
             return [(np.array([lo]), np.array([x])) for x in (hi, 0.5 * (lo + hi))]
         vals = list(self.domain)
-        pairs = [(np.array([a]), np.array([b])) for a, b in itertools.combinations(vals, 2)]
-        return pairs[:_MAX_DOMAIN_PAIRS]
+        pairs = list(itertools.combinations(vals, 2))
+        if len(vals) > _MAX_DOMAIN_PAIRS + 1:  # the first 16 would leave values never tried
+            ends = vals + vals[:1] if len(vals) % 2 else vals  # odd: the last with the first
+            pairs = list(zip(ends[::2], ends[1::2], strict=True))
+        return [(np.array([a]), np.array([b])) for a, b in pairs[:_MAX_DOMAIN_PAIRS]]
 
 
 def from_scalar(
@@ -273,8 +279,9 @@ def from_scalar(
         delta: the library's claimed delta, in [0, 1).
         domain: the inputs the claim covers: a tuple ``(low, high)`` of numbers for an interval
             (pairs: its ends, and low with the middle), or a list of values for a finite
-            domain (pairs: every two distinct values, at most 16); a list of Python/NumPy
-            integers makes the function receive ``int`` values (libraries such as
+            domain (pairs: every two distinct values, at most 16, every value in one up to 32
+            values); a list of Python/NumPy integers makes the function receive ``int``
+            values (libraries such as
             diffprivlib's ``Geometric`` refuse floats), a list of bools ``[False, True]``
             makes it receive ``bool`` values (OpenDP's ``make_randomized_response_bool``).
             A list holding other hashable values (strings, tuples) makes it receive them as
@@ -285,7 +292,8 @@ def from_scalar(
             (an int), ``"generator"`` (a ``numpy.random.Generator``).
         name: label for reports (default: the function's name).
         vectorized: ``fn`` accepts a 1-D array of values and returns one output per value
-            (one call per batch instead of one per value).
+            (one call per batch instead of one per value); the array is int64 for a domain of
+            integers, bool for ``[False, True]``, else float64.
 
     Returns:
         A :class:`ScalarMechanism`.
@@ -342,6 +350,12 @@ def from_scalar(
         integer_inputs = all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in domain
         )
+        big = [v for v in domain if integer_inputs and abs(int(v)) > 2**53]
+        if big:  # the audit's inputs are float64: 10**22 reached the function as -2**63
+            raise InvalidParameterError(
+                f"domain value {big[0]!r} is beyond 2^53 in magnitude: the audit's inputs are "
+                "float64, which do not hold such an integer exactly (map the values to 0, 1, ...)"
+            )
     label = name if name is not None else getattr(fn, "__qualname__", type(fn).__name__)
     return ScalarMechanism(
         fn,

@@ -40,7 +40,14 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int, check_probability, check_real, check_real_in, check_rng
+from ldp_audit.validation import (
+    check_confidence,
+    check_int,
+    check_probability,
+    check_real,
+    check_real_in,
+    check_rng,
+)
 
 __all__ = [
     "clopper_pearson_lower",
@@ -638,7 +645,7 @@ def bootstrap_median_ci(
         ``(median, low, high)``.
     """
 
-    conf = check_probability(confidence, "confidence")
+    conf = check_confidence(confidence)
     check_rng(rng)
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0 or np.any(np.isnan(x)):

@@ -139,6 +139,17 @@ def check_probability(value: Any, name: str, *, open_interval: bool = True) -> f
     return v
 
 
+def check_confidence(value: Any, name: str = "confidence") -> float:
+    """Return ``value`` as a confidence level in (0, 1) whose error probability ``1 - value``
+    is in (0, 1) as a double too (``1e-300`` passes ``0 < c < 1`` but ``1 - c == 1.0``)."""
+    v = check_probability(value, name)
+    if not 0.0 < 1.0 - v < 1.0:
+        raise InvalidParameterError(
+            f"{name} must be in (0, 1) with 1 - {name} representable, got {value!r}"
+        )
+    return v
+
+
 def check_numeric(values: Any, name: str) -> np.ndarray:
     """``values`` (a tensor detached to NumPy) as a real numeric array of any shape, else
     refused (strings, complex, objects: never coerced)."""

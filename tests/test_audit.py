@@ -299,6 +299,28 @@ def test_user_mechanism_with_pairs_and_1d_output():
     assert not r.violation and r.epsilon_lower_bound > 0.5
 
 
+def test_a_user_check_inputs_helper_is_not_called_by_the_audit():
+    """Session 56 probe: a user's mechanism with its own ``check_inputs(self, x)`` helper,
+    audited on explicit pairs, raised a raw ``TypeError: check_inputs() takes 2 positional
+    arguments but 3 were given`` (exit 3, "a bug in ldp-audit", at the command line): the audit
+    called any ``check_inputs`` it found as from_scalar's domain check."""
+
+    class BitRR:
+        epsilon = 1.0
+
+        def check_inputs(self, x):
+            if not np.isin(x, (0, 1)).all():
+                raise ValueError("inputs must be bits")
+            return np.asarray(x)
+
+        def privatize(self, x, rng):
+            x = self.check_inputs(x)
+            return np.where(rng.random(x.shape) < np.e / (np.e + 1), x, 1 - x).astype(float)
+
+    r = audit(BitRR(), PAIR, samples=5_000, rng=0, confidence=STRICT, tradeoff=False)
+    assert not r.violation and r.epsilon_lower_bound > 0.5
+
+
 def test_default_pairs_dedupes():
     pairs = default_pairs(Laplace(epsilon=1.0, clip=1.0), 1)
     keys = {tuple(np.concatenate(p)) for p in pairs}

@@ -237,6 +237,11 @@ def test_a_bound_far_below_the_ceiling_is_explained():
         (lambda: tightness_ceiling(1.0, 0.0, 0, 0.05), "n_est"),
         (lambda: tightness_ceiling(1.0, 0.0, 1000, 0.0), "alpha_event"),
         (lambda: tightness_ceiling(1.0, 0.0, 1000, 0.05, curve=5), "curve"),
+        # session 56: 1 - 1e-300 == 1.0, so audit() said "alpha must be in (0, 1), got 1.0"
+        # (a name never passed) and max_refutable_epsilon(10000, 1e-300) returned 11.46
+        (lambda: audit(RandomizedResponse(1.0, 2), samples=2000, confidence=1e-300), "confidence"),
+        (lambda: max_refutable_epsilon(10_000, 1e-300), "confidence"),
+        (lambda: sequential_plan(10_000, 1.0, 1e-300), "confidence"),
     ],
 )
 def test_the_public_ceiling_helpers_refuse_bad_arguments_by_name(call, name):

@@ -290,6 +290,28 @@ def test_scalar_cli_form(tmp_path, monkeypatch, capsys):
     assert code == 2 and "raised TypeError on input 0" in err and "Traceback" not in err
 
 
+def test_exact_without_privacy_loss_is_refused_before_the_audit(tmp_path, monkeypatch, capsys):
+    """Session 56 probe: `--scalar ... --exact` (and a user mechanism without privacy_loss)
+    ran the whole audit (71 s at --samples 5000 on an OpenDP randomised response), then exited
+    2 with no result; now refused before any privatize call."""
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "exact_less_cli",
+        """
+        CALLS = []
+
+        def rr(v):
+            CALLS.append(v)
+            return v
+        """,
+    )
+    argv = ["audit", "--scalar", "--mechanism", "exact_less_cli:rr", "--epsilon", "1"]
+    assert run_cli([*argv, "--domain", "0,1", "--samples", "5000", "--exact"]) == 2
+    assert "privacy_loss" in capsys.readouterr().err
+    assert sys.modules["exact_less_cli"].CALLS == []
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -217,6 +217,24 @@ def test_vectorized_errors_wrapped():
     assert bits.privatize(x, rng).dtype == np.float64  # a vectorized bit mechanism's bools
 
 
+def test_vectorized_function_receives_the_domain_type():
+    # session 56 probe: a vectorized k-RR indexing a table by its input array stopped with
+    # "raised IndexError on a batch of 8 values" (it got float64 for domain=[0, 1]), and one
+    # flipping bools with ~v with "raised TypeError" (float64 for [False, True])
+    x, rng, seen = np.array([[0.0], [1.0]]), np.random.default_rng(0), []
+
+    def record(v):
+        seen.append(v.dtype)
+        return np.asarray(v, dtype=np.float64)
+
+    for domain, dtype in (([0, 1], np.int64), ([False, True], np.bool_), ([0, 0.5], np.float64)):
+        from_scalar(record, epsilon=1.0, domain=domain, vectorized=True).privatize(x, rng)
+        assert seen.pop() == dtype
+    table = np.array([0.2, 0.8])
+    m = from_scalar(lambda v: table[v], epsilon=1.0, domain=[0, 1], vectorized=True)
+    assert m.privatize(x, rng)[:, 0].tolist() == [0.2, 0.8]
+
+
 class _OneValuePerCall:
     """diffprivlib's shape: an epsilon and randomise(value), no privatize."""
 
@@ -619,6 +637,51 @@ def test_a_string_domain_is_refused_not_read_as_its_characters(domain):
     with pytest.raises(InvalidParameterError, match="^domain must be"):
         from_scalar(lambda v: calls.append(v) or 0.0, epsilon=1.0, domain=domain)
     assert calls == []
+
+
+@pytest.mark.parametrize("big", [10**22, 2**60 + 1, -(2**53) - 1, np.int64(2**62)])
+def test_an_integer_domain_value_float64_cannot_hold_is_refused(big):
+    """Session 56 probe: ``--domain 10000000000000000000000,1`` (``domain=[10**22, 1]``)
+    passed -2**63 to the function (a float64 cast to int64, with only NumPy's RuntimeWarning),
+    and 2**60 + 1 reached it as 2**60: the audit ran on inputs the user never gave."""
+    with pytest.raises(InvalidParameterError, match="beyond 2\\^53 in magnitude"):
+        from_scalar(lambda v: 0.0, epsilon=1.0, domain=[0, big])
+    seen = []
+    edge = from_scalar(lambda v: seen.append(v) or 0.0, epsilon=1.0, domain=[0, 2**53])
+    edge.privatize(np.array([[0.0], [2.0**53]]), np.random.default_rng(0))
+    assert seen == [0, 2**53]
+
+
+def test_every_value_of_a_large_finite_domain_is_in_a_pair():
+    """Session 56 probe: the pairs of a finite domain were the first 16 of every two values,
+    so from 18 values on the last ones were never tried: a k-RR over 0..19 (epsilon 1) that
+    releases 19 as it is got 0.764, "no violation" (5,000 samples, seed 0); now 7.0, refuted
+    on (18, 19). Up to 17 values the pairs are as before."""
+    import itertools
+
+    def values(m):
+        return {float(v) for a, b in m.candidate_pairs() for v in (a[0], b[0])}
+
+    for k in (17, 18, 20, 31, 32, 33):
+        m = from_scalar(lambda v: 0.0, epsilon=1.0, domain=list(range(k)))
+        assert len(m.candidate_pairs()) <= 16
+        assert values(m) == set(map(float, range(min(k, 32))))
+    small = from_scalar(lambda v: 0.0, epsilon=1.0, domain=list(range(7)))
+    first = list(itertools.combinations(range(7), 2))[:16]
+    assert [(a[0], b[0]) for a, b in small.candidate_pairs()] == first
+
+    def make(g):
+        def f(v):
+            if v == 19 or g.random() < math.e / (math.e + 19):
+                return v
+            o = int(g.integers(19))
+            return o + (o >= v)
+
+        return f
+
+    m = from_scalar(make, epsilon=1.0, domain=list(range(20)), seeding="generator")
+    r = audit(m, samples=5000, rng=0, float_bits=False, tradeoff=False, profile=False)
+    assert r.violation and r.epsilon_lower_bound > 3
 
 
 def test_an_input_outside_a_finite_domain_is_refused_before_any_call():

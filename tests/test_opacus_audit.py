@@ -530,6 +530,36 @@ def test_gradient_accumulation_gives_the_run_of_the_whole_batches(tmp_path: Path
     np.testing.assert_allclose(tr1["canary_projection"], tr0["canary_projection"], atol=1e-4)
 
 
+def test_accumulated_backward_passes_stay_accumulated(tmp_path: Path) -> None:
+    """Session 56 probe: two backward passes and one ``step`` (Opacus's own accumulation,
+    ``p.grad_sample`` a list) had the list concatenated by the audit, so the optimizer's
+    ``accumulated_iterations`` read 1 instead of 2: ``scale_grad`` divided by B instead of
+    2 B (the update twice what it is without the audit), Opacus's accountant hook took the rate
+    of one batch, and a subclass dividing its noise by ``accumulated_iterations`` was audited
+    as a correct one. Now the canaries join the last batch and the list stays."""
+    from opacus.optimizers import DPOptimizer
+
+    seen: list[int] = []
+
+    class Recording(DPOptimizer):
+        def add_noise(self) -> None:
+            seen.append(self.accumulated_iterations)
+            super().add_noise()
+
+    model, opt, loader = make_loop(0, optimizer_class=Recording)
+    audit = CanaryAudit(tmp_path / "run", canaries=40, seed=0, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    batches = iter(loader)
+    for _ in range(3):
+        opt.zero_grad()
+        for _ in range(2):
+            x, y = next(batches)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    assert seen == [2, 2, 2]  # (finish's probes call add_noise too)
+    audit.finish(audit=False)
+
+
 def test_train_opacus_names_the_options_of_refused_fields(tmp_path, capsys) -> None:
     """``train opacus --noise-sketch 0``: the config's check on the command line names the
     option, not the field (noise_sketch); nothing is written."""

@@ -28,7 +28,14 @@ from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
 from ldp_audit.audit.statistics import EventIndicator, ScoreStatistic, statistic_list
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.stats import POOLED_MAX_ALPHA
-from ldp_audit.validation import as_rng, check_bool, check_choice, check_int, check_probability
+from ldp_audit.validation import (
+    as_rng,
+    check_bool,
+    check_choice,
+    check_confidence,
+    check_int,
+    check_probability,
+)
 
 __all__ = ["RATIO_TESTS"]
 
@@ -71,7 +78,7 @@ def check_arguments(mechanism: Any, **a: Any) -> Options:
     ``Generator``."""
     claimed, delta = check_mechanism(mechanism)
     v: dict[str, Any] = {"claimed": claimed, "delta": delta}
-    v["confidence"] = check_probability(a["confidence"], "confidence")
+    v["confidence"] = check_confidence(a["confidence"])
     v["samples"] = check_int(a["samples"], "samples", minimum=1000)
     v["selection_fraction"] = check_probability(a["selection_fraction"], "selection_fraction")
     v["max_events"] = check_int(a["max_events"], "max_events", minimum=1)
@@ -196,12 +203,14 @@ def as_pair_list(
 
 
 def _in_domain(mechanism: Any, pair_list: list[Any], what: str) -> list[Any]:
-    """The given inputs, each checked by the mechanism's ``check_inputs`` where it declares
-    one (a :func:`~ldp_audit.audit.from_scalar` mechanism: its declared domain)."""
-    if callable(getattr(mechanism, "check_inputs", None)):
+    """The given inputs, each checked by the mechanism's ``audit_check_inputs`` where it
+    declares one (a :func:`~ldp_audit.audit.from_scalar` mechanism: its declared domain). Not
+    ``check_inputs``: a user's mechanism may have its own helper of that name (session 56)."""
+    if callable(getattr(mechanism, "audit_check_inputs", None)):
         for i, pair in enumerate(pair_list):
             for x, name in zip(pair, ("x", "x2"), strict=True):
-                mechanism.check_inputs(x, f"{what}{'' if what == 'event' else [i]} {name}")
+                where = f"{what}{'' if what == 'event' else [i]} {name}"
+                mechanism.audit_check_inputs(x, where)
     return pair_list
 
 

@@ -28,6 +28,7 @@ from ldp_audit.stats import (
 from ldp_audit.validation import (
     check_bool,
     check_choice,
+    check_confidence,
     check_int,
     check_probability,
     check_real_in,
@@ -54,7 +55,7 @@ def _count_ceiling(
     even split (``search.fixed_event``), or all of it in the event's joint Poisson test; at a
     claimed ``delta`` the numerator is at most ``1 - delta`` (floored at 0: no bound is < 0)."""
     n_est = check_int(n_est, "n_est", minimum=1)
-    confidence = check_probability(confidence, "confidence")
+    confidence = check_confidence(confidence)
     pool = check_bool(pool, "pool")
     if test is not None:
         check_choice(test, "event_test", ("clopper-pearson", "poisson"))  # plan.RATIO_TESTS

@@ -13,7 +13,7 @@ import numpy as np
 from ldp_audit.audit.mechanism import check_mechanism
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
 from ldp_audit.audit.results import AuditResult, SequentialInfo, at_delta, with_inconclusive_texts
-from ldp_audit.validation import check_int, check_probability, check_real_in
+from ldp_audit.validation import check_confidence, check_int, check_real_in
 
 __all__ = ["sequential_alpha", "sequential_plan", "sequential_schedule"]
 
@@ -80,7 +80,7 @@ def sequential_plan(
     schedule's first stage and says the verdict is vacuous.
     """
     claimed = check_real_in(claimed, "claimed", lo=0.0, lo_open=False)
-    alpha = 1.0 - check_probability(confidence, "confidence")
+    alpha = 1.0 - check_confidence(confidence)
     sizes = sequential_schedule(samples)
 
     def can_refute(n: int, level: float) -> bool:

@@ -461,6 +461,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if pairs is None and args.dim is not None:
         pairs = default_pairs(mechanism, args.dim)
+    # before the audit: a mechanism without privacy_loss is refused before minutes of sampling
+    exact = exact_epsilon(mechanism, pairs, dim=args.dim, rng=args.seed) if args.exact else None
     result = audit(
         mechanism,
         pairs,
@@ -472,7 +474,6 @@ def run(args: argparse.Namespace) -> int:
         event=event,
         **audit_options(args),
     )
-    exact = exact_epsilon(mechanism, pairs, dim=args.dim, rng=args.seed) if args.exact else None
     if args.json:
         out = result.to_dict()
         if exact is not None:

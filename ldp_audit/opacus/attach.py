@@ -38,6 +38,11 @@ from ldp_audit.validation import check_bool, check_choice, check_int, check_real
 __all__ = ["CanaryAudit", "read_claim"]
 
 
+def _batches(g: Any) -> tuple[list[Any], Any]:
+    """A parameter's ``grad_sample`` as (the earlier accumulated batches, the last batch)."""
+    return (list(g[:-1]), g[-1]) if isinstance(g, list) else ([], g)
+
+
 class CanaryAudit:
     """One-run audit of a user's Opacus training (see the module docstring).
 
@@ -419,9 +424,11 @@ class CanaryAudit:
             self._add_rows(joined, sel)  # a dense frame, ghost clipping, blocks across tensors
             return
         for i, p in enumerate(self._params):
-            g = p.grad_sample
-            parts = g if isinstance(g, list) else [g]  # a list: accumulated physical batches
-            g, n = parts[0], sum(len(x) for x in parts)
+            # a list: accumulated backward passes; the canaries join its last batch and the
+            # list stays (Opacus's accumulated_iterations, its scale_grad divisor and its
+            # accountant's rate factor, is its length)
+            head, g = _batches(p.grad_sample)
+            n = len(g)
             buf = self._bufs[i]  # reused: no fresh allocation of a (rows, *shape) tensor a step
             if (
                 buf is None
@@ -432,7 +439,7 @@ class CanaryAudit:
                                   device=g.device)  # fmt: skip
                 self._bufs[i] = buf
             new = buf[: n + k]
-            torch.cat(parts, dim=0, out=new[:n])  # straight into the buffer (one copy, not two)
+            new[:n].copy_(g)  # straight into the buffer (one copy, not two)
             tail = new[n:].view(k, -1)
             tail.zero_()
             if self._vals[i] is not None:
@@ -441,7 +448,7 @@ class CanaryAudit:
                     local, v = local.to(g.device), v.to(dtype=g.dtype, device=g.device)
                     self._vals[i] = (local, v)
                 tail.scatter_(1, local.index_select(0, joined), v.index_select(0, joined))
-            p.grad_sample = new
+            p.grad_sample = [*head, new] if head else new
 
     def _add_rows(self, joined: Any, sel: Any) -> None:
         """Dense frame, ghost clipping or blocks across tensors: the joining canaries' rows
@@ -462,8 +469,9 @@ class CanaryAudit:
             rows = [r[sel] for r in self._dense]
         if not self._ghost:
             for p, r in zip(self._params, rows, strict=True):
-                g = p.grad_sample  # a list: accumulated physical batches
-                p.grad_sample = torch.cat([*(g if isinstance(g, list) else [g]), r], dim=0)
+                head, g = _batches(p.grad_sample)  # the list kept (above)
+                new = torch.cat([g, r], dim=0)
+                p.grad_sample = [*head, new] if head else new
             return
         n = int(joined.numel())
         norms = sum(r.reshape(n, -1).pow(2).sum(dim=1) for r in rows).sqrt()

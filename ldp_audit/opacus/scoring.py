@@ -471,10 +471,10 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
     from ldp_audit.attacks.one_run_fdp import claimed_lines, fdp_audit_scores
     from ldp_audit.attacks.one_run_tests import contribution_test, sampling_test
     from ldp_audit.rundir import RunDir
-    from ldp_audit.validation import check_probability
+    from ldp_audit.validation import check_confidence
 
     check_setting(setting)
-    confidence = check_probability(confidence, "confidence")
+    confidence = check_confidence(confidence)
     t0 = time.perf_counter()
     run_dir, cfg, met, tr = ev.run_dir, ev.config, ev.metrics, ev.transcript
     claim = cfg["claim"]
