@@ -300,17 +300,11 @@ def environment(bindir: Path) -> dict[str, str]:
     return env
 
 
-_WORD = re.compile(r"(?<![\w./-])([A-Za-z][\w.-]*)")
-
-
-def foreign_scripts(bindir: Path, code: str) -> list[str]:
-    """The scripts of ``bindir`` that ``code`` names whose ``#!`` line runs an interpreter of
-    another folder (pip writes ``#!/bin/sh`` and an ``exec`` line for a long path: read too)."""
+def foreign_scripts(bindir: Path) -> list[str]:
+    """The scripts of ``bindir`` whose ``#!`` line runs an interpreter of another folder (pip
+    writes ``#!/bin/sh`` and an ``exec`` line for a long path: read too)."""
     out = []
-    for name in sorted(set(_WORD.findall(code))):
-        script = bindir / name
-        if not script.is_file():
-            continue
+    for script in sorted(p for p in bindir.iterdir() if p.is_file()):
         with open(script, "rb") as f:
             head = f.read(400).decode("utf-8", "replace").split("\n")
         if not head[0].startswith("#!"):
@@ -318,9 +312,11 @@ def foreign_scripts(bindir: Path, code: str) -> list[str]:
         interp = (head[0][2:].split() or [""])[0]
         if interp == "/bin/sh" and len(head) > 1 and (m := re.search(r"exec' (\S+)", head[1])):
             interp = m.group(1)
+        elif "python" not in Path(interp).name:
+            continue  # a shell script (activate) or another program's
         folder = Path(interp).parent
         if not folder.is_dir() or not os.path.samefile(folder, bindir):
-            out.append(f"{script} runs #!{interp}")
+            out.append(f"{script.name} runs #!{interp}")
     return out
 
 
@@ -368,7 +364,8 @@ def test_every_block_runs_or_says_why_not() -> None:
 def test_blocks_run_this_checkout(tmp_path: Path) -> None:
     """The blocks run this checkout's code: a ``python`` block (started in a temporary folder)
     imports ``ldp_audit`` and its ``training`` and ``attacks`` parts from this repository, and
-    every script of the environment that a shell block names (``ldp-audit``, ``flwr``, ``ray``,
+    every Python script of the environment (``ldp-audit``; ``flwr`` and ``flower-superlink``,
+    which ``run_app_project`` starts from it, and the Flower processes they start; ``ray``,
     ``pip``) runs the environment's own interpreter. Session 56: in a fresh clone given a copy
     of another checkout's ``.venv`` (``cp -a``), the copied editable install and the scripts'
     ``#!`` lines still named the other checkout, so every block ran the other checkout's code
@@ -394,8 +391,8 @@ def test_blocks_run_this_checkout(tmp_path: Path) -> None:
     assert len(seen) == 3, res.stdout
     other = [s for s in seen if not Path(s).resolve().is_relative_to(ROOT.resolve())]
     assert not other, f"the blocks' python imports another checkout: {other} (this one: {ROOT})"
-    foreign = foreign_scripts(bindir, "\n".join(it.code for it in ITEMS))
-    assert not foreign, "scripts of another environment: " + "; ".join(foreign)
+    foreign = foreign_scripts(bindir)
+    assert not foreign, f"scripts of {bindir} that run another environment: " + "; ".join(foreign)
     # the check itself: a copied script still names its first environment's interpreter
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -403,10 +400,11 @@ def test_blocks_run_this_checkout(tmp_path: Path) -> None:
     (fake / "ldp-audit").write_text(f"#!{fake}/python\nimport sys\n")
     (fake / "flwr").write_text("#!/elsewhere/.venv/bin/python\nimport sys\n")
     (fake / "pip").write_text("#!/bin/sh\n'''exec' /elsewhere/bin/python \"$0\" \"$@\"\n' '''\n")
-    code = "ldp-audit x && flwr run . && pip install -e . && python -c 1"
-    assert foreign_scripts(fake, code) == [
-        f"{fake}/flwr runs #!/elsewhere/.venv/bin/python",
-        f"{fake}/pip runs #!/elsewhere/bin/python",
+    (fake / "activate").write_text("# source this\n")
+    (fake / "tool").write_text("#!/bin/bash\necho\n")
+    assert foreign_scripts(fake) == [
+        "flwr runs #!/elsewhere/.venv/bin/python",
+        "pip runs #!/elsewhere/bin/python",
     ]
 
 
