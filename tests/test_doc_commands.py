@@ -24,6 +24,8 @@ literal ``.venv/bin/`` is replaced by that bin folder, and an absolute ``/tmp/``
 test's temporary folder (so ``--out /tmp/r/run`` writes under pytest's ``tmp_path``), and a
 path starting ``benchmarks/`` or ``scripts/`` names the repository's folder of that name. Python
 blocks get the same ``PATH``; their relative paths (``runs/x``) land in the temporary folder.
+That environment must be this checkout's (:func:`test_blocks_run_this_checkout`): a venv
+copied from another checkout runs that checkout's code.
 
 Markers: an HTML comment just before a fence (blank lines and other HTML comments may come
 between),
@@ -298,6 +300,26 @@ def environment(bindir: Path) -> dict[str, str]:
     return env
 
 
+def foreign_scripts(bindir: Path) -> list[str]:
+    """The scripts of ``bindir`` whose ``#!`` line runs an interpreter of another folder (pip
+    writes ``#!/bin/sh`` and an ``exec`` line for a long path: read too)."""
+    out = []
+    for script in sorted(p for p in bindir.iterdir() if p.is_file()):
+        with open(script, "rb") as f:
+            head = f.read(400).decode("utf-8", "replace").split("\n")
+        if not head[0].startswith("#!"):
+            continue  # a binary (python itself, ruff)
+        interp = (head[0][2:].split() or [""])[0]
+        if interp == "/bin/sh" and len(head) > 1 and (m := re.search(r"exec' (\S+)", head[1])):
+            interp = m.group(1)
+        elif "python" not in Path(interp).name:
+            continue  # a shell script (activate) or another program's
+        folder = Path(interp).parent
+        if not folder.is_dir() or not os.path.samefile(folder, bindir):
+            out.append(f"{script.name} runs #!{interp}")
+    return out
+
+
 # --- the tests -------------------------------------------------------------------------------
 
 ITEMS = items()
@@ -337,6 +359,53 @@ def test_every_block_runs_or_says_why_not() -> None:
     readme = [it for it in ITEMS if it.first.page == "README.md"]
     assert any("ldp-audit audit" in it.code for it in readme)
     assert any(it.first.lang == "python" for it in readme)
+
+
+def test_blocks_run_this_checkout(tmp_path: Path) -> None:
+    """The blocks run this checkout's code: a ``python`` block (started in a temporary folder)
+    imports ``ldp_audit`` and its ``training`` and ``attacks`` parts from this repository, and
+    every Python script of the environment (``ldp-audit``; ``flwr`` and ``flower-superlink``,
+    which ``run_app_project`` starts from it, and the Flower processes they start; ``ray``,
+    ``pip``) runs the environment's own interpreter. Session 56: in a fresh clone given a copy
+    of another checkout's ``.venv`` (``cp -a``), the copied editable install and the scripts'
+    ``#!`` lines still named the other checkout, so every block ran the other checkout's code
+    and passed; ``pip install -e .`` through the copied ``pip`` re-pointed the other
+    environment's install at the clone (make a new venv, or rewrite both)."""
+    bindir = Path(sys.executable).parent
+    probe = (
+        "import importlib.util as u\n"
+        "print(u.find_spec('ldp_audit').origin)\n"
+        "for p in ('training', 'attacks'):\n"
+        "    print(*u.find_spec('ldp_audit.' + p).submodule_search_locations)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=environment(bindir),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    seen = res.stdout.split()
+    assert len(seen) == 3, res.stdout
+    other = [s for s in seen if not Path(s).resolve().is_relative_to(ROOT.resolve())]
+    assert not other, f"the blocks' python imports another checkout: {other} (this one: {ROOT})"
+    foreign = foreign_scripts(bindir)
+    assert not foreign, f"scripts of {bindir} that run another environment: " + "; ".join(foreign)
+    # the check itself: a copied script still names its first environment's interpreter
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").write_bytes(b"\x7fELF")
+    (fake / "ldp-audit").write_text(f"#!{fake}/python\nimport sys\n")
+    (fake / "flwr").write_text("#!/elsewhere/.venv/bin/python\nimport sys\n")
+    (fake / "pip").write_text("#!/bin/sh\n'''exec' /elsewhere/bin/python \"$0\" \"$@\"\n' '''\n")
+    (fake / "activate").write_text("# source this\n")
+    (fake / "tool").write_text("#!/bin/bash\necho\n")
+    assert foreign_scripts(fake) == [
+        "flwr runs #!/elsewhere/.venv/bin/python",
+        "pip runs #!/elsewhere/bin/python",
+    ]
 
 
 _LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
