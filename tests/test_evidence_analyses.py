@@ -469,6 +469,29 @@ def test_another_runs_sealed_artefact_is_a_sealed_extra(tmp_path: Path) -> None:
     assert main(["report", str(run), str(other), "-o", str(tmp_path / "r2")]) == 2
 
 
+def test_an_extra_folder_with_a_hand_written_manifest_is_no_sealed_run(
+    tmp_path: Path, capsys
+) -> None:
+    """Session 56 probe: `report RUN FAKE` where FAKE holds a copied config.json, a forged
+    audit.json (bound 0.5, no violation) and a hand-written manifest.json (no MAC, no ledger)
+    listing its SHA-256 read the forgery as the other run's sealed artefact: exit 0, "epsilon
+    >= 0.5". The folder must verify as a run first."""
+    import hashlib
+
+    run = _make_run(tmp_path / "run")
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "config.json").write_bytes((run / "config.json").read_bytes())
+    forged = audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=0.5)
+    (fake / "audit.json").write_text(json.dumps([forged]))
+    sha = hashlib.sha256((fake / "audit.json").read_bytes()).hexdigest()
+    man = {"status": "complete", "files": {"audit.json": sha}}
+    (fake / "manifest.json").write_text(json.dumps(man))
+    assert main(["report", str(run), str(fake), "-o", str(tmp_path / "r")]) == 2
+    assert "fake/audit.json' is not sealed for this run" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_read_only_run_is_refused_before_work_never_a_traceback(
     run: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,13 +33,10 @@ from ldp_audit.cli.types import (
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.report import check_report_out
 from ldp_audit.report.browser import find_chromium, screenshot
-from ldp_audit.rundir import (
-    RunDir,
-    to_jsonable,
-)
-from ldp_audit.rundir.files import pin_checked, read_checked
+from ldp_audit.rundir import to_jsonable, verify_run
+from ldp_audit.rundir.files import pin_checked, read_checked, read_manifest
 from ldp_audit.rundir.paths import is_run_dir, json_files, timestamped_dir
-from ldp_audit.rundir.seal import check_analyses, check_document_seal, seal_analyses
+from ldp_audit.rundir.seal import check_document_seal, seal_analyses
 
 #: the evidence a verdict rests on, weakest last, and what its verdict line says about it
 _EVIDENCE_TAG = {
@@ -217,7 +214,7 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
             isinstance(doc, dict) and not ({"accuracy", "epsilon_lower_bound"} & set(doc))
         ):
             continue  # not an analysis (e.g. a report.json or config.json beside it)
-        if _sealed_in_its_run(f, key):  # another run's own artefact, sealed in its index
+        if _sealed_in_its_run(f):  # another run's own artefact, sealed in its index
             continue
         state, why = check_document_seal(doc, args.run_dir, key)
         if state in ("unsealed", "forged"):
@@ -231,22 +228,22 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
     return problems
 
 
-def _sealed_in_its_run(f: Path, key: Any) -> bool:
-    """``f`` is an artefact of another finished run (an EXTRA folder that is a run), sealed and
-    unchanged in that run's ``analyses.json`` (or hashed into its manifest)."""
+def _sealed_in_its_run(f: Path) -> bool:
+    """``f`` is an artefact of another finished run (an EXTRA folder that is a run) that
+    verifies as a whole (its manifest's MAC, its ledger, its index), sealed and unchanged in
+    that run's ``analyses.json`` (or hashed into its manifest): a folder beside a hand-written
+    ``config.json`` and an unkeyed ``manifest.json`` listing the file is no run's evidence."""
     run = f.parent
     if not is_run_dir(run) or not (run / "manifest.json").is_file():
         return False
     try:
-        rd = RunDir(run)
-        man, listed = rd.verify(), set((rd.manifest() or {}).get("files", {}))
-        if f.name in listed:
-            return f.name not in man["changed"]
-        problems: list[str] = []
-        sealed, _ = check_analyses(run, key, listed, problems, [])
+        res = verify_run(run, full=False)
     except (OSError, ValueError, AttributeError, LookupError, LdpAuditError):
         return False
-    return f.name in sealed and not any(str(f) in p for p in problems)
+    if not res.ok:
+        return False
+    listed = (read_manifest(run) or {}).get("files") or {}
+    return f.name in res.analyses or f.name in listed
 
 
 def _demo(args: argparse.Namespace) -> int:
