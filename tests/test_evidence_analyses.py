@@ -458,6 +458,19 @@ def test_refusing_an_unsealed_extra_names_the_exit_it_would_get(tmp_path: Path, 
     assert main([*argv, "--allow-unverified"]) == 1
 
 
+def test_an_unsealed_one_run_audit_extra_is_refused(tmp_path: Path, capsys) -> None:
+    """Session 56 probe: an EXTRA one-run audit with neither 'accuracy' nor
+    'epsilon_lower_bound' was skipped by the seal check ("not an analysis") but shown by the
+    dprl / opacus report sections (one_run_audit_documents): `report DPRL_RUN ex1` printed a
+    hand-written white-box audit's tests as "consistent", exit 0."""
+    run = _make_run(tmp_path / "run")
+    forged = {"attack": "one-run-white-box", "violation": False, "extra": {"tests": {}}}
+    (tmp_path / "forged.json").write_text(json.dumps(forged))
+    argv = ["report", str(run), str(tmp_path / "forged.json"), "-o", str(tmp_path / "r")]
+    assert main(argv) == 2
+    assert "forged.json' is not sealed for this run" in capsys.readouterr().err
+
+
 def test_another_runs_sealed_artefact_is_a_sealed_extra(tmp_path: Path) -> None:
     """`report RUN OTHER_RUN` (docs/frd.md reports two runs at once): the other run's own
     artefacts are sealed in its analyses.json, and read as such; edited, they are refused."""

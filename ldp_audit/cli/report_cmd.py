@@ -211,7 +211,10 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
         except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             continue  # the report's loader names an unreadable file
         if not isinstance(doc, (dict, list)) or (
-            isinstance(doc, dict) and not ({"accuracy", "epsilon_lower_bound"} & set(doc))
+            isinstance(doc, dict)
+            and not ({"accuracy", "epsilon_lower_bound"} & set(doc))
+            # a one-run audit the dprl / opacus sections show (one_run_audit_documents)
+            and not str(doc.get("attack", "")).startswith("one-run")
         ):
             continue  # not an analysis (e.g. a report.json or config.json beside it)
         if _sealed_in_its_run(f):  # another run's own artefact, sealed in its index
