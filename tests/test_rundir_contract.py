@@ -62,6 +62,22 @@ def test_overwrite_replaces_a_run_whole_and_refuses_foreign_folders(tmp_path) ->
     with pytest.raises(RunDirectoryError, match="refusing to delete"):
         RunWriter(other, algorithm="test", config={}, seed=0, mode="overwrite")
     assert (other / "thesis.tex").exists()
+    # session 56 probe: any config.json (a project's) or index.html (a web site's) made a folder
+    # "a run or report" that --overwrite deleted whole, sources and photos with it
+    (other / "config.json").write_text('{"name": "my-app"}')
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<html>my site</html>")
+    (site / "photo.jpg").write_bytes(b"x")
+    for folder in (other, site):
+        with pytest.raises(RunDirectoryError, match="not a run or report folder"):
+            RunWriter(folder, algorithm="test", config={}, seed=0, mode="overwrite")
+        with pytest.raises(RunDirectoryError, match="not a run or report folder"):
+            check_new_dir(folder, overwrite=True)
+    assert (other / "thesis.tex").exists() and (site / "photo.jpg").exists()
+    # an earlier report (index.html and its report.json) is still replaced
+    (site / "report.json").write_text('{"schema": "ldp-audit-report/1"}')
+    assert check_new_dir(site, overwrite=True) == site
 
 
 def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:

@@ -130,9 +130,10 @@ def check_new_dir(
                     + (f", or pass {over} to replace an earlier one" if can_overwrite else "")
                     + (" (or --resume to continue it)" if can_resume else "")
                 )
-            if not is_run_dir(p) and not (p / "index.html").exists():
+            if not _earlier_output(p):
                 raise RunDirectoryError(
-                    f"{name} {str(p)!r} is not empty and is not a run or report folder; "
+                    f"{name} {str(p)!r} is not empty and is not a run or report folder (a "
+                    f"run's config.json or a report's report.json beside its index.html); "
                     f"refusing to delete it even with {over}"
                 )
         if not os.access(p, os.W_OK | os.X_OK):
@@ -140,6 +141,26 @@ def check_new_dir(
         return p
     check_parent_writable(p, name)
     return p
+
+
+def _earlier_output(p: Path) -> bool:
+    """``p`` holds what ``overwrite`` may replace: an earlier run (``config.json`` a JSON object
+    naming its ``algorithm``) or report (``index.html`` and ``report.json`` of its schema), not
+    any folder that happens to hold a ``config.json`` or an ``index.html`` (session 56: `train
+    --out PROJECT --overwrite` deleted a project folder with its sources)."""
+    import json
+
+    def doc(name: str) -> Any:
+        f = p / name
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            if f.is_file() and not f.is_symlink() and f.stat().st_size <= 1 << 24:
+                return json.loads(f.read_bytes())
+        return None
+
+    cfg, rep = doc("config.json"), doc("report.json") if (p / "index.html").is_file() else None
+    return (isinstance(cfg, dict) and isinstance(cfg.get("algorithm"), str)) or (
+        isinstance(rep, dict) and str(rep.get("schema", "")).startswith("ldp-audit-report/")
+    )
 
 
 def check_report_dir(
