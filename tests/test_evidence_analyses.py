@@ -706,3 +706,40 @@ def test_accepting_a_restored_run_refuses_an_index_the_key_did_not_write(run: Pa
     (run / INDEX).write_text(json.dumps(index))
     assert main(["budget", str(run), "--accept-restored"]) == 2
     assert marks() == before
+
+
+def test_an_analysis_of_unverified_evidence_is_never_sealed(tmp_path: Path, capsys) -> None:
+    """Session 56 probe: config.json's epsilon edited 5 -> 50, `audit --run-dir RUN
+    --allow-unverified` (no violation of 50: bound 8.46) sealed its audit.json; config.json put
+    back, the run verified (authenticated) and `report RUN` said "claims not contradicted",
+    exit 0, with a bound of 8.46 against the claim 5. An analysis computed from evidence that
+    did not verify is now written unsealed (every reader flags it), and an attack's --out is
+    not sealed for the run; run again on the verified run (--overwrite --allow-unverified: its
+    only problem is the file it replaces), it is sealed."""
+    from ldp_audit import systems
+    from tests.toy_system import SYSTEM, ToyConfig, train
+
+    systems.register(SYSTEM, replace=True)
+    try:
+        run = tmp_path / "run"
+        train(ToyConfig(agents=20, reports=3, epsilon=2.0), seed=0, run_dir=run)
+        original = (run / "config.json").read_bytes()
+        cfg = json.loads(original)
+        cfg["config"]["epsilon"] = 50.0
+        (run / "config.json").write_text(json.dumps(cfg))
+        audit = ["audit", "--run-dir", str(run), "--samples", "2000", "--no-progress"]
+        assert main([*audit, "--allow-unverified"]) in (0, EXIT_UNAUTHENTICATED)
+        out = tmp_path / "attack.json"
+        argv = ["attack", "toy-guess", "--run-dir", str(run), "--allow-unverified"]
+        main([*argv, "--out", str(out)])
+        assert "not sealed: this analysis was computed" in capsys.readouterr().err
+        assert "seal" not in json.loads(out.read_text())
+        (run / "config.json").write_bytes(original)
+        res = verify_run(run)
+        assert not res.ok and "audit.json is not sealed" in res.problems[0], res.problems
+        assert main(["report", str(run), "-o", str(tmp_path / "r")]) == 2
+        assert main(["report", str(run), str(out), "-o", str(tmp_path / "r")]) == 2
+        assert main([*audit, "--allow-unverified", "--overwrite"]) in (0, 1, EXIT_UNAUTHENTICATED)
+        assert verify_run(run).ok
+    finally:
+        systems.unregister("toy")

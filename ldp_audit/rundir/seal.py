@@ -361,7 +361,8 @@ def check_analyses(
                 continue
             problems.append(
                 f"{run / name} is not sealed (no entry in {INDEX}): an analysis file the "
-                f"toolkit did not write, one written before analysis files were sealed, or one "
+                f"toolkit did not write, one written before analysis files were sealed, one "
+                f"computed from evidence that did not verify (--allow-unverified), or one "
                 f"whose command was killed before it sealed it: remove it and run that command "
                 f"again"
             )
@@ -378,8 +379,8 @@ def check_analyses(
             )
             problems.append(
                 f"{run / name} does not match the SHA-256 sealed in {INDEX} (edited after the "
-                f"toolkit wrote it, or rewritten by a command killed before it sealed it: "
-                f"{again})"
+                f"toolkit wrote it, rewritten from evidence that did not verify, or rewritten by "
+                f"a command killed before it sealed it: {again})"
             )
         if not name.startswith("report/"):
             sealed[name] = digest

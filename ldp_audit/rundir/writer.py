@@ -359,13 +359,17 @@ def finish_unfinished(status: str = "interrupted", path: Path | None = None) -> 
     return done
 
 
-def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False) -> Path:
+def write_artifact(
+    run_dir: Any, name: str, obj: Any, *, overwrite: bool = False, seal: bool = True
+) -> Path:
     """Add a named artefact (``audit.json``, ``attack_<name>.json``) to an existing run.
 
     These are the only files a reader may add to a run (docs/interfaces.md); anything else, or
     replacing an existing artefact without ``overwrite=True``, is refused. A finished run's
     artefact is sealed when written (``analyses.json``, :mod:`ldp_audit.rundir.seal`): under
     the ledger key and chained to ``manifest.json``, so that an edit is refused by every reader.
+    ``seal=False``: an analysis of evidence that did not verify (read with
+    ``--allow-unverified``) is written unsealed, so that every reader flags it.
     """
     p = check_path_arg(run_dir, "run_dir")
     if not is_run_dir(p):
@@ -386,6 +390,8 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
     earlier = target.read_bytes() if overwrite and target.is_file() else None
     digest = write_json_file(target, obj, replace=overwrite)
     pin_checked(None, {target: digest})  # this process's readers read what it wrote
+    if not seal:
+        return target
     try:
         seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     except BaseException:
