@@ -75,8 +75,14 @@ def test_overwrite_replaces_a_run_whole_and_refuses_foreign_folders(tmp_path) ->
         with pytest.raises(RunDirectoryError, match="not a run or report folder"):
             check_new_dir(folder, overwrite=True)
     assert (other / "thesis.tex").exists() and (site / "photo.jpg").exists()
-    # an earlier report (index.html and its report.json) is still replaced
-    (site / "report.json").write_text('{"schema": "ldp-audit-report/1"}')
+    # an earlier report is still replaced, and so is what a report killed inside its own
+    # --overwrite leaves (its index.html already deleted: before, refused, with no way out)
+    (site / "photo.jpg").unlink()
+    (site / "figures").mkdir()
+    (site / "figures" / "audit.png").write_bytes(b"x")
+    (site / "report.json").write_text("{}")
+    assert check_new_dir(site, overwrite=True) == site
+    (site / "index.html").unlink()
     assert check_new_dir(site, overwrite=True) == site
 
 

@@ -151,8 +151,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.out_dir is None and not args.overwrite and out.is_dir() and any(out.iterdir()):
         raise RunDirectoryError(
             f"this run already has a report in {str(out)!r}: pass --overwrite to regenerate it "
-            "there (hand-written files such as notes.md are kept), or --out DIR to write a new "
-            "one elsewhere"
+            "there (the folder is replaced whole), or --out DIR to write a new one elsewhere"
         )
     check_not_inside_run(out, name, allow=Path(args.run_dir) / "report")  # the named one
     # the output folder is checked before the report is built (and never holds an input)

@@ -133,7 +133,7 @@ def check_new_dir(
             if not _earlier_output(p):
                 raise RunDirectoryError(
                     f"{name} {str(p)!r} is not empty and is not a run or report folder (a "
-                    f"run's config.json or a report's report.json beside its index.html); "
+                    f"run's config.json, or nothing but a report's pages and figures); "
                     f"refusing to delete it even with {over}"
                 )
         if not os.access(p, os.W_OK | os.X_OK):
@@ -145,21 +145,27 @@ def check_new_dir(
 
 def _earlier_output(p: Path) -> bool:
     """``p`` holds what ``overwrite`` may replace: an earlier run (``config.json`` a JSON object
-    naming its ``algorithm``) or report (``index.html`` and ``report.json`` of its schema), not
-    any folder that happens to hold a ``config.json`` or an ``index.html`` (session 56: `train
-    --out PROJECT --overwrite` deleted a project folder with its sources)."""
+    naming its ``algorithm``) or report (nothing but a report's files: its pages,
+    ``screenshot.png`` and ``figures/*.png``; also what a report killed while replacing one
+    leaves), not any folder that happens to hold a ``config.json`` or an ``index.html``
+    (session 56: `train --out PROJECT --overwrite` deleted a project folder with its sources)."""
     import json
 
-    def doc(name: str) -> Any:
-        f = p / name
-        with contextlib.suppress(OSError, ValueError, RecursionError):
-            if f.is_file() and not f.is_symlink() and f.stat().st_size <= 1 << 24:
-                return json.loads(f.read_bytes())
-        return None
-
-    cfg, rep = doc("config.json"), doc("report.json") if (p / "index.html").is_file() else None
-    return (isinstance(cfg, dict) and isinstance(cfg.get("algorithm"), str)) or (
-        isinstance(rep, dict) and str(rep.get("schema", "")).startswith("ldp-audit-report/")
+    cfg = p / "config.json"
+    with contextlib.suppress(OSError, ValueError, RecursionError):
+        if cfg.is_file() and not cfg.is_symlink() and cfg.stat().st_size <= 1 << 24:
+            doc = json.loads(cfg.read_bytes())
+            if isinstance(doc, dict) and isinstance(doc.get("algorithm"), str):
+                return True
+    pages = {"index.html", "report.md", "report.json", "screenshot.png"}
+    for f in p.iterdir():  # stops at the first file that is no report's
+        if f.is_symlink() or not (
+            (f.name in pages and f.is_file()) or (f.name == "figures" and f.is_dir())
+        ):
+            return False
+    figs = p / "figures"
+    return not figs.is_dir() or all(
+        f.suffix == ".png" and f.is_file() and not f.is_symlink() for f in figs.iterdir()
     )
 
 
