@@ -743,3 +743,28 @@ def test_an_analysis_of_unverified_evidence_is_never_sealed(tmp_path: Path, caps
         assert verify_run(run).ok
     finally:
         systems.unregister("toy")
+
+
+def test_an_artefact_swapped_while_its_writer_waits_for_the_seal_is_not_sealed(
+    run: Path, monkeypatch
+) -> None:
+    """Session 56 probe: a person holding the flock of the run folder (opening it read-only is
+    enough) made `audit --run-dir RUN` wait after it wrote audit.json (a violation), replaced
+    the file (no violation, bound 0.5) and let go: the seal hashed the file as it then was, and
+    the forgery verified (authenticated), `report` exit 0. The seal now refuses bytes that are
+    not what this process wrote, and the write leaves no unsealed file behind."""
+    import ldp_audit.rundir.seal as seal
+    from ldp_audit.errors import RunDirectoryError
+
+    real = seal._writer_key
+
+    def swapped_meanwhile(r: Path):
+        (r / "attack_x.json").write_text(json.dumps({**GOOD_ATTACK, "accuracy": 0.5}))
+        return real(r)
+
+    monkeypatch.setattr(seal, "_writer_key", swapped_meanwhile)
+    with pytest.raises(RunDirectoryError, match="changed between its write and its seal"):
+        write_artifact(run, "attack_x.json", GOOD_ATTACK)
+    assert not (run / "attack_x.json").exists()
+    res = verify_run(run)
+    assert res.ok and set(res.analyses) == {"audit.json"}, res.problems

@@ -34,7 +34,7 @@ from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryE
 from ldp_audit.report import check_report_out
 from ldp_audit.report.browser import find_chromium, screenshot
 from ldp_audit.rundir import to_jsonable, verify_run
-from ldp_audit.rundir.files import pin_checked, read_checked, read_manifest
+from ldp_audit.rundir.files import pin_checked, read_checked, read_manifest, sha256_file
 from ldp_audit.rundir.paths import is_run_dir, json_files, timestamped_dir
 from ldp_audit.rundir.seal import check_document_seal, seal_analyses
 
@@ -125,6 +125,7 @@ def _need_chromium() -> None:
 def _screenshot(paths: dict[str, Path]) -> None:
     paths["screenshot"] = shot = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
     if shot.parent.name == "report" and is_run_dir(shot.parent.parent):  # the run's own report
+        pin_checked(None, {shot: sha256_file(shot)})  # what the browser wrote, not the old one
         seal_analyses(shot.parent.parent, ["report/screenshot.png"])
 
 
