@@ -86,6 +86,25 @@ def test_overwrite_replaces_a_run_whole_and_refuses_foreign_folders(tmp_path) ->
     assert check_new_dir(site, overwrite=True) == site
 
 
+def test_finish_seals_what_the_writer_wrote_not_what_was_put_into_the_running_run(
+    tmp_path,
+) -> None:
+    """Session 56 probe: a forged audit.json (no violation) put into a run while `train` ran was
+    hashed into its manifest and read as the run's sealed audit (verified, authenticated,
+    `report` exit 0); transcript.npz replaced after its write was sealed as replaced."""
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=0)
+    w.write_npz("transcript.npz", {"report": np.zeros((2, 2))})
+    w.write_json("metrics.json", {})
+    (run / "audit.json").write_text("[]")  # put in by hand while the run runs
+    np.savez_compressed(run / "transcript.npz", report=np.ones((2, 2)))  # swapped after its write
+    w.finish()
+    assert "audit.json" not in json.loads((run / "manifest.json").read_text())["files"]
+    problems = verify_run(run).problems
+    assert any("transcript.npz does not match the SHA-256 in manifest.json" in p for p in problems)
+    assert any("audit.json is not sealed" in p for p in problems), problems
+
+
 def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
     run = tmp_path / "run"
     w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
