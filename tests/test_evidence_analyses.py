@@ -458,6 +458,19 @@ def test_refusing_an_unsealed_extra_names_the_exit_it_would_get(tmp_path: Path, 
     assert main([*argv, "--allow-unverified"]) == 1
 
 
+def test_an_unsealed_one_run_audit_extra_is_refused(tmp_path: Path, capsys) -> None:
+    """Session 56 probe: an EXTRA one-run audit with neither 'accuracy' nor
+    'epsilon_lower_bound' was skipped by the seal check ("not an analysis") but shown by the
+    dprl / opacus report sections (one_run_audit_documents): `report DPRL_RUN ex1` printed a
+    hand-written white-box audit's tests as "consistent", exit 0."""
+    run = _make_run(tmp_path / "run")
+    forged = {"attack": "one-run-white-box", "violation": False, "extra": {"tests": {}}}
+    (tmp_path / "forged.json").write_text(json.dumps(forged))
+    argv = ["report", str(run), str(tmp_path / "forged.json"), "-o", str(tmp_path / "r")]
+    assert main(argv) == 2
+    assert "forged.json' is not sealed for this run" in capsys.readouterr().err
+
+
 def test_another_runs_sealed_artefact_is_a_sealed_extra(tmp_path: Path) -> None:
     """`report RUN OTHER_RUN` (docs/frd.md reports two runs at once): the other run's own
     artefacts are sealed in its analyses.json, and read as such; edited, they are refused."""
@@ -467,6 +480,29 @@ def test_another_runs_sealed_artefact_is_a_sealed_extra(tmp_path: Path) -> None:
     assert main(["report", str(run), str(other), "-o", str(tmp_path / "r1")]) == 0
     _edit_audit(other)
     assert main(["report", str(run), str(other), "-o", str(tmp_path / "r2")]) == 2
+
+
+def test_an_extra_folder_with_a_hand_written_manifest_is_no_sealed_run(
+    tmp_path: Path, capsys
+) -> None:
+    """Session 56 probe: `report RUN FAKE` where FAKE holds a copied config.json, a forged
+    audit.json (bound 0.5, no violation) and a hand-written manifest.json (no MAC, no ledger)
+    listing its SHA-256 read the forgery as the other run's sealed artefact: exit 0, "epsilon
+    >= 0.5". The folder must verify as a run first."""
+    import hashlib
+
+    run = _make_run(tmp_path / "run")
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "config.json").write_bytes((run / "config.json").read_bytes())
+    forged = audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=0.5)
+    (fake / "audit.json").write_text(json.dumps([forged]))
+    sha = hashlib.sha256((fake / "audit.json").read_bytes()).hexdigest()
+    man = {"status": "complete", "files": {"audit.json": sha}}
+    (fake / "manifest.json").write_text(json.dumps(man))
+    assert main(["report", str(run), str(fake), "-o", str(tmp_path / "r")]) == 2
+    assert "fake/audit.json' is not sealed for this run" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_read_only_run_is_refused_before_work_never_a_traceback(
@@ -670,3 +706,65 @@ def test_accepting_a_restored_run_refuses_an_index_the_key_did_not_write(run: Pa
     (run / INDEX).write_text(json.dumps(index))
     assert main(["budget", str(run), "--accept-restored"]) == 2
     assert marks() == before
+
+
+def test_an_analysis_of_unverified_evidence_is_never_sealed(tmp_path: Path, capsys) -> None:
+    """Session 56 probe: config.json's epsilon edited 5 -> 50, `audit --run-dir RUN
+    --allow-unverified` (no violation of 50: bound 8.46) sealed its audit.json; config.json put
+    back, the run verified (authenticated) and `report RUN` said "claims not contradicted",
+    exit 0, with a bound of 8.46 against the claim 5. An analysis computed from evidence that
+    did not verify is now written unsealed (every reader flags it), and an attack's --out is
+    not sealed for the run; run again on the verified run (--overwrite --allow-unverified: its
+    only problem is the file it replaces), it is sealed."""
+    from ldp_audit import systems
+    from tests.toy_system import SYSTEM, ToyConfig, train
+
+    systems.register(SYSTEM, replace=True)
+    try:
+        run = tmp_path / "run"
+        train(ToyConfig(agents=20, reports=3, epsilon=2.0), seed=0, run_dir=run)
+        original = (run / "config.json").read_bytes()
+        cfg = json.loads(original)
+        cfg["config"]["epsilon"] = 50.0
+        (run / "config.json").write_text(json.dumps(cfg))
+        audit = ["audit", "--run-dir", str(run), "--samples", "2000", "--no-progress"]
+        assert main([*audit, "--allow-unverified"]) in (0, EXIT_UNAUTHENTICATED)
+        out = tmp_path / "attack.json"
+        argv = ["attack", "toy-guess", "--run-dir", str(run), "--allow-unverified"]
+        main([*argv, "--out", str(out)])
+        assert "not sealed: this analysis was computed" in capsys.readouterr().err
+        assert "seal" not in json.loads(out.read_text())
+        (run / "config.json").write_bytes(original)
+        res = verify_run(run)
+        assert not res.ok and "audit.json is not sealed" in res.problems[0], res.problems
+        assert main(["report", str(run), "-o", str(tmp_path / "r")]) == 2
+        assert main(["report", str(run), str(out), "-o", str(tmp_path / "r")]) == 2
+        assert main([*audit, "--allow-unverified", "--overwrite"]) in (0, 1, EXIT_UNAUTHENTICATED)
+        assert verify_run(run).ok
+    finally:
+        systems.unregister("toy")
+
+
+def test_an_artefact_swapped_while_its_writer_waits_for_the_seal_is_not_sealed(
+    run: Path, monkeypatch
+) -> None:
+    """Session 56 probe: a person holding the flock of the run folder (opening it read-only is
+    enough) made `audit --run-dir RUN` wait after it wrote audit.json (a violation), replaced
+    the file (no violation, bound 0.5) and let go: the seal hashed the file as it then was, and
+    the forgery verified (authenticated), `report` exit 0. The seal now refuses bytes that are
+    not what this process wrote, and the write leaves no unsealed file behind."""
+    import ldp_audit.rundir.seal as seal
+    from ldp_audit.errors import RunDirectoryError
+
+    real = seal._writer_key
+
+    def swapped_meanwhile(r: Path):
+        (r / "attack_x.json").write_text(json.dumps({**GOOD_ATTACK, "accuracy": 0.5}))
+        return real(r)
+
+    monkeypatch.setattr(seal, "_writer_key", swapped_meanwhile)
+    with pytest.raises(RunDirectoryError, match="changed between its write and its seal"):
+        write_artifact(run, "attack_x.json", GOOD_ATTACK)
+    assert not (run / "attack_x.json").exists()
+    res = verify_run(run)
+    assert res.ok and set(res.analyses) == {"audit.json"}, res.problems

@@ -62,6 +62,47 @@ def test_overwrite_replaces_a_run_whole_and_refuses_foreign_folders(tmp_path) ->
     with pytest.raises(RunDirectoryError, match="refusing to delete"):
         RunWriter(other, algorithm="test", config={}, seed=0, mode="overwrite")
     assert (other / "thesis.tex").exists()
+    # session 56 probe: any config.json (a project's) or index.html (a web site's) made a folder
+    # "a run or report" that --overwrite deleted whole, sources and photos with it
+    (other / "config.json").write_text('{"name": "my-app"}')
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<html>my site</html>")
+    (site / "photo.jpg").write_bytes(b"x")
+    for folder in (other, site):
+        with pytest.raises(RunDirectoryError, match="not a run or report folder"):
+            RunWriter(folder, algorithm="test", config={}, seed=0, mode="overwrite")
+        with pytest.raises(RunDirectoryError, match="not a run or report folder"):
+            check_new_dir(folder, overwrite=True)
+    assert (other / "thesis.tex").exists() and (site / "photo.jpg").exists()
+    # an earlier report is still replaced, and so is what a report killed inside its own
+    # --overwrite leaves (its index.html already deleted: before, refused, with no way out)
+    (site / "photo.jpg").unlink()
+    (site / "figures").mkdir()
+    (site / "figures" / "audit.png").write_bytes(b"x")
+    (site / "report.json").write_text("{}")
+    assert check_new_dir(site, overwrite=True) == site
+    (site / "index.html").unlink()
+    assert check_new_dir(site, overwrite=True) == site
+
+
+def test_finish_seals_what_the_writer_wrote_not_what_was_put_into_the_running_run(
+    tmp_path,
+) -> None:
+    """Session 56 probe: a forged audit.json (no violation) put into a run while `train` ran was
+    hashed into its manifest and read as the run's sealed audit (verified, authenticated,
+    `report` exit 0); transcript.npz replaced after its write was sealed as replaced."""
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=0)
+    w.write_npz("transcript.npz", {"report": np.zeros((2, 2))})
+    w.write_json("metrics.json", {})
+    (run / "audit.json").write_text("[]")  # put in by hand while the run runs
+    np.savez_compressed(run / "transcript.npz", report=np.ones((2, 2)))  # swapped after its write
+    w.finish()
+    assert "audit.json" not in json.loads((run / "manifest.json").read_text())["files"]
+    problems = verify_run(run).problems
+    assert any("transcript.npz does not match the SHA-256 in manifest.json" in p for p in problems)
+    assert any("audit.json is not sealed" in p for p in problems), problems
 
 
 def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:

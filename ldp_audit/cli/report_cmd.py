@@ -33,13 +33,10 @@ from ldp_audit.cli.types import (
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.report import check_report_out
 from ldp_audit.report.browser import find_chromium, screenshot
-from ldp_audit.rundir import (
-    RunDir,
-    to_jsonable,
-)
-from ldp_audit.rundir.files import pin_checked, read_checked
+from ldp_audit.rundir import to_jsonable, verify_run
+from ldp_audit.rundir.files import pin_checked, read_checked, read_manifest, sha256_file
 from ldp_audit.rundir.paths import is_run_dir, json_files, timestamped_dir
-from ldp_audit.rundir.seal import check_analyses, check_document_seal, seal_analyses
+from ldp_audit.rundir.seal import check_document_seal, seal_analyses
 
 #: the evidence a verdict rests on, weakest last, and what its verdict line says about it
 _EVIDENCE_TAG = {
@@ -128,6 +125,7 @@ def _need_chromium() -> None:
 def _screenshot(paths: dict[str, Path]) -> None:
     paths["screenshot"] = shot = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
     if shot.parent.name == "report" and is_run_dir(shot.parent.parent):  # the run's own report
+        pin_checked(None, {shot: sha256_file(shot)})  # what the browser wrote, not the old one
         seal_analyses(shot.parent.parent, ["report/screenshot.png"])
 
 
@@ -154,8 +152,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.out_dir is None and not args.overwrite and out.is_dir() and any(out.iterdir()):
         raise RunDirectoryError(
             f"this run already has a report in {str(out)!r}: pass --overwrite to regenerate it "
-            "there (hand-written files such as notes.md are kept), or --out DIR to write a new "
-            "one elsewhere"
+            "there (the folder is replaced whole), or --out DIR to write a new one elsewhere"
         )
     check_not_inside_run(out, name, allow=Path(args.run_dir) / "report")  # the named one
     # the output folder is checked before the report is built (and never holds an input)
@@ -214,10 +211,13 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
         except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             continue  # the report's loader names an unreadable file
         if not isinstance(doc, (dict, list)) or (
-            isinstance(doc, dict) and not ({"accuracy", "epsilon_lower_bound"} & set(doc))
+            isinstance(doc, dict)
+            and not ({"accuracy", "epsilon_lower_bound"} & set(doc))
+            # a one-run audit the dprl / opacus sections show (one_run_audit_documents)
+            and not str(doc.get("attack", "")).startswith("one-run")
         ):
             continue  # not an analysis (e.g. a report.json or config.json beside it)
-        if _sealed_in_its_run(f, key):  # another run's own artefact, sealed in its index
+        if _sealed_in_its_run(f):  # another run's own artefact, sealed in its index
             continue
         state, why = check_document_seal(doc, args.run_dir, key)
         if state in ("unsealed", "forged"):
@@ -231,22 +231,22 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
     return problems
 
 
-def _sealed_in_its_run(f: Path, key: Any) -> bool:
-    """``f`` is an artefact of another finished run (an EXTRA folder that is a run), sealed and
-    unchanged in that run's ``analyses.json`` (or hashed into its manifest)."""
+def _sealed_in_its_run(f: Path) -> bool:
+    """``f`` is an artefact of another finished run (an EXTRA folder that is a run) that
+    verifies as a whole (its manifest's MAC, its ledger, its index), sealed and unchanged in
+    that run's ``analyses.json`` (or hashed into its manifest): a folder beside a hand-written
+    ``config.json`` and an unkeyed ``manifest.json`` listing the file is no run's evidence."""
     run = f.parent
     if not is_run_dir(run) or not (run / "manifest.json").is_file():
         return False
     try:
-        rd = RunDir(run)
-        man, listed = rd.verify(), set((rd.manifest() or {}).get("files", {}))
-        if f.name in listed:
-            return f.name not in man["changed"]
-        problems: list[str] = []
-        sealed, _ = check_analyses(run, key, listed, problems, [])
+        res = verify_run(run, full=False)
     except (OSError, ValueError, AttributeError, LookupError, LdpAuditError):
         return False
-    return f.name in sealed and not any(str(f) in p for p in problems)
+    if not res.ok:
+        return False
+    listed = (read_manifest(run) or {}).get("files") or {}
+    return f.name in res.analyses or f.name in listed
 
 
 def _demo(args: argparse.Namespace) -> int:

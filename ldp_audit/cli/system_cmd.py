@@ -414,6 +414,25 @@ def _check_artefact(target: Path, overwrite: bool, hint: str = "") -> None:
     check_parent_writable(target, "--run-dir")
 
 
+def _sealable(args: argparse.Namespace, run: Path, own: list[str]) -> bool:
+    """Whether an analysis of ``run`` may be sealed for it: the evidence it was computed from
+    verified (its only problems, if any, are the artefacts ``own`` it replaces: the way out of
+    a write killed before its seal). Read with ``--allow-unverified`` from evidence that did
+    not verify (an edited config.json or transcript, put back later), it is written unsealed
+    and said so: sealed, it was read afterwards as the verified run's verdict (session 56)."""
+    res = args._evidence
+    mine = tuple(f"{run / n} " for n in own)
+    if all(p.startswith(mine) for p in res.problems) if mine else res.ok:
+        return True
+    print(
+        "not sealed: this analysis was computed from evidence that did not verify; every "
+        "reader of the run (or `report RUN FILE`) flags it until it is run again on "
+        "verified evidence",
+        file=sys.stderr,
+    )
+    return False
+
+
 def _generic_attack(args: argparse.Namespace) -> int:
     return attack_run_dir(args, args.attack_name, _forwarded(args))
 
@@ -484,13 +503,15 @@ def attack_run_dir(
     side, beside = extra.pop("artefacts", {}), extra.get("audit") or {}
     violation = bool(res.violation) or bool(beside.get("violation"))
     d = to_jsonable(with_evidence({**res.to_dict(), "violation": violation}, args))
+    own = [_artifact_name(system, name), *side] if not args.out else []
+    seal = _sealable(args, rd.path, own)
     if args.out:
-        d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
+        if seal:  # about this run: sealed for it (report RUN FILE)
+            d = seal_document(d, rd.path)
         write_json_file(Path(args.out), d, replace=args.overwrite)  # whole, or not at all
     else:
-        write_artifact(rd.path, _artifact_name(system, name), d, overwrite=args.overwrite)
-        for file, doc in side.items():
-            write_artifact(rd.path, file, to_jsonable(doc), overwrite=args.overwrite)
+        for file, doc in [(own[0], d), *side.items()]:
+            write_artifact(rd.path, file, to_jsonable(doc), overwrite=args.overwrite, seal=seal)
     if plot is not None:
         plot(res)
     if args.json:
@@ -552,7 +573,10 @@ def audit_run_dir(args: argparse.Namespace) -> int:
     if not args.json:
         for line in skipped:
             print(f"[not audited] {line}")
-    path = write_artifact(rd.path, "audit.json", to_jsonable(entries), overwrite=args.overwrite)
+    seal = _sealable(args, rd.path, ["audit.json"])
+    path = write_artifact(
+        rd.path, "audit.json", to_jsonable(entries), overwrite=args.overwrite, seal=seal
+    )
     if args.json:
         out = {"run_dir": str(rd.path), "audits": entries, "not_audited": skipped}
         print(_dumps(with_evidence(out, args)))

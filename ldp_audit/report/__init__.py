@@ -20,6 +20,7 @@ registered in :mod:`ldp_audit.systems` (the contract: :mod:`ldp_audit.report.plu
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from ldp_audit.report._load import (
 )
 from ldp_audit.report._model import SCHEMA, build_parts
 from ldp_audit.report._render import render_html, render_json, render_markdown
-from ldp_audit.rundir.files import json_real
+from ldp_audit.rundir.files import json_real, pin_checked
 from ldp_audit.rundir.paths import is_run_dir
 from ldp_audit.validation import check_int
 
@@ -107,6 +108,10 @@ class Report:
                 paths[k].write_text(text, encoding="utf-8")
             if out.name == "report" and is_run_dir(out.parent):  # the run's own report folder:
                 figures = [f"report/figures/{name}.png" for name in self.figures]
+                wrote = {paths[k]: text.encode("utf-8") for k, (_, text) in pages.items()}
+                wrote.update({figs / f"{n}.png": png for n, png in self.figures.items()})
+                # the seal refuses bytes that are not these (swapped while it waited for the lock)
+                pin_checked(None, {f: hashlib.sha256(b).hexdigest() for f, b in wrote.items()})
                 seal_analyses(out.parent, [*REPORT_FILES, *figures])  # like every analysis
         except BaseException:
             # Ctrl-C, SIGTERM, a full disk: no half report is left behind (figures without a

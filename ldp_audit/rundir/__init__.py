@@ -5,7 +5,8 @@ overwritten.
 
 - :func:`check_new_dir` is what every command calls on an output path BEFORE any work: the path
   must not exist or be an empty directory, and its parent must be writable. ``overwrite=True``
-  replaces an earlier *run* (a folder with ``config.json``) and nothing else.
+  replaces an earlier *run* (a folder whose ``config.json`` names its algorithm) or report
+  (nothing but a report's pages and figures) and nothing else.
 - :class:`RunWriter` writes a run: ``config.json`` first (with ``"status": "running"``), the
   ledger the accountant charges during training, then the transcript, secrets, metrics and model,
   and last ``manifest.json`` (status ``complete`` or ``interrupted``, SHA-256 of every file but

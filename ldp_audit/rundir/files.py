@@ -291,14 +291,20 @@ def write_bytes_file(target: Path, data: bytes, *, replace: bool = False) -> Non
     _atomic_write(target, lambda t: t.write_bytes(data), replace=replace)
 
 
-def write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
+def write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> str:
+    """Write ``arrays`` as a compressed npz to ``target`` atomically (once, unless
+    ``replace``); returns the SHA-256 of the bytes written."""
     arrs = {k: np.asarray(v) for k, v in arrays.items()}
+    digest = ""
 
     def w(t: Path) -> None:
+        nonlocal digest
         with open(t, "wb") as fh:
             np.savez_compressed(fh, **arrs)
+        digest = sha256_file(t)
 
     _atomic_write(target, w, replace=replace)
+    return digest
 
 
 def canonical_json(obj: Any) -> str:

@@ -130,9 +130,10 @@ def check_new_dir(
                     + (f", or pass {over} to replace an earlier one" if can_overwrite else "")
                     + (" (or --resume to continue it)" if can_resume else "")
                 )
-            if not is_run_dir(p) and not (p / "index.html").exists():
+            if not _earlier_output(p):
                 raise RunDirectoryError(
-                    f"{name} {str(p)!r} is not empty and is not a run or report folder; "
+                    f"{name} {str(p)!r} is not empty and is not a run or report folder (a "
+                    f"run's config.json, or nothing but a report's pages and figures); "
                     f"refusing to delete it even with {over}"
                 )
         if not os.access(p, os.W_OK | os.X_OK):
@@ -140,6 +141,32 @@ def check_new_dir(
         return p
     check_parent_writable(p, name)
     return p
+
+
+def _earlier_output(p: Path) -> bool:
+    """``p`` holds what ``overwrite`` may replace: an earlier run (``config.json`` a JSON object
+    naming its ``algorithm``) or report (nothing but a report's files: its pages,
+    ``screenshot.png`` and ``figures/*.png``; also what a report killed while replacing one
+    leaves), not any folder that happens to hold a ``config.json`` or an ``index.html``
+    (session 56: `train --out PROJECT --overwrite` deleted a project folder with its sources)."""
+    import json
+
+    cfg = p / "config.json"
+    with contextlib.suppress(OSError, ValueError, RecursionError):
+        if cfg.is_file() and not cfg.is_symlink() and cfg.stat().st_size <= 1 << 24:
+            doc = json.loads(cfg.read_bytes())
+            if isinstance(doc, dict) and isinstance(doc.get("algorithm"), str):
+                return True
+    pages = {"index.html", "report.md", "report.json", "screenshot.png"}
+    for f in p.iterdir():  # stops at the first file that is no report's
+        if f.is_symlink() or not (
+            (f.name in pages and f.is_file()) or (f.name == "figures" and f.is_dir())
+        ):
+            return False
+    figs = p / "figures"
+    return not figs.is_dir() or all(
+        f.suffix == ".png" and f.is_file() and not f.is_symlink() for f in figs.iterdir()
+    )
 
 
 def check_report_dir(

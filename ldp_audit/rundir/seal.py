@@ -206,7 +206,9 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         The entries appended (empty when the run has no manifest).
 
     Raises:
-        RunDirectoryError: the index exists but is malformed (nothing is appended to it).
+        RunDirectoryError: the index exists but is malformed, or a file is not what this
+            process wrote (:func:`~ldp_audit.rundir.files.pin_checked`: swapped while the
+            writer waited for the index's lock; nothing is appended to it).
         KeyFileError: the ledger key is unusable, or lies inside the run.
     """
     from ldp_audit.accountant.ledger_format import LedgerIntegrityError
@@ -229,9 +231,15 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         now = _dt.datetime.now(_dt.timezone.utc).isoformat()
         added = []
         for name in names:
+            digest = sha256_file(run / name)
+            if checked_sha256(run / name) != digest:  # what this process wrote, if it did
+                raise RunDirectoryError(
+                    f"{run / name} changed between its write and its seal (its bytes are not "
+                    f"what this process wrote): refusing to seal them"
+                )
             e = {
                 "name": name,
-                "sha256": sha256_file(run / name),
+                "sha256": digest,
                 "written": now,
                 "prev": prev,
                 "key_id": key.id,
@@ -361,7 +369,8 @@ def check_analyses(
                 continue
             problems.append(
                 f"{run / name} is not sealed (no entry in {INDEX}): an analysis file the "
-                f"toolkit did not write, one written before analysis files were sealed, or one "
+                f"toolkit did not write, one written before analysis files were sealed, one "
+                f"computed from evidence that did not verify (--allow-unverified), or one "
                 f"whose command was killed before it sealed it: remove it and run that command "
                 f"again"
             )
@@ -378,8 +387,8 @@ def check_analyses(
             )
             problems.append(
                 f"{run / name} does not match the SHA-256 sealed in {INDEX} (edited after the "
-                f"toolkit wrote it, or rewritten by a command killed before it sealed it: "
-                f"{again})"
+                f"toolkit wrote it, rewritten from evidence that did not verify, or rewritten by "
+                f"a command killed before it sealed it: {again})"
             )
         if not name.startswith("report/"):
             sealed[name] = digest

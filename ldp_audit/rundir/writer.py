@@ -173,6 +173,7 @@ class RunWriter:
 
         check_writable(str(self.path / "ledger.sqlite"))  # and marks that cannot be written
         self._held: Any = None  # the ledger's flock while this writer writes the run
+        self._wrote: dict[str, str] = {}  # name -> SHA-256 of what write_json / write_npz wrote
         if mode == "resume":
             self._prepare_resume(cfg_doc)
             self.config_doc, self._finished = cfg_doc, False
@@ -281,21 +282,22 @@ class RunWriter:
     def write_json(self, name: str, obj: Any) -> Path:
         """Write ``name`` (JSON, infinities as "inf") once, atomically."""
         t = self._target(name)
-        write_json_file(t, obj)
+        self._wrote[name] = write_json_file(t, obj)
         return t
 
     def write_npz(self, name: str, arrays: Mapping[str, Any]) -> Path:
         """Write ``name`` (compressed npz, no pickles) once, atomically."""
         t = self._target(name)
-        write_npz_file(t, arrays)
+        self._wrote[name] = write_npz_file(t, arrays)
         return t
 
     def finish(self, status: str = "complete", **info: Any) -> Path:
-        """Write ``manifest.json`` (status, SHA-256 of every file except the ledger, the
-        ledger's anchor, a MAC under the ledger key; after a resume, what was replayed) and mark
-        ``config.json`` with the status. After this the run is read-only for the writer; the
-        ledger :meth:`open_ledger` gave stays open for reads, its empty
-        ``ledger.sqlite-journal`` removed (:meth:`Ledger.settle`)."""
+        """Write ``manifest.json`` (status, SHA-256 of every file except the ledger: of a file
+        :meth:`write_json` / :meth:`write_npz` wrote, as written; no analysis file this writer
+        did not write; the ledger's anchor, a MAC under the ledger key; after a resume, what
+        was replayed) and mark ``config.json`` with the status. After this the run is
+        read-only for the writer; the ledger :meth:`open_ledger` gave stays open for reads, its
+        empty ``ledger.sqlite-journal`` removed (:meth:`Ledger.settle`)."""
         from ldp_audit.accountant.ledger import Ledger
 
         check_choice(status, "status", ("complete", "interrupted", "failed"))
@@ -307,7 +309,11 @@ class RunWriter:
             if f.is_file() and f.name not in ("manifest.json", "config.json", "ledger.sqlite"):
                 if f.name in LEDGER_SIDE or f.name.startswith("."):
                     continue
-                files[f.name] = sha256_file(f)
+                # what this writer wrote, as it wrote it (a file swapped since reads as changed);
+                # an analysis it did not write (one put into the running run) is left unlisted,
+                # so every reader flags it as unsealed (session 56: it was sealed as the run's)
+                if f.name in self._wrote or not ARTIFACT_PATTERN.match(f.name):
+                    files[f.name] = self._wrote.get(f.name) or sha256_file(f)
         doc = dict(self.config_doc)
         doc["status"] = status
         write_json_file(self.path / "config.json", doc, replace=True)
@@ -359,13 +365,17 @@ def finish_unfinished(status: str = "interrupted", path: Path | None = None) -> 
     return done
 
 
-def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False) -> Path:
+def write_artifact(
+    run_dir: Any, name: str, obj: Any, *, overwrite: bool = False, seal: bool = True
+) -> Path:
     """Add a named artefact (``audit.json``, ``attack_<name>.json``) to an existing run.
 
     These are the only files a reader may add to a run (docs/interfaces.md); anything else, or
     replacing an existing artefact without ``overwrite=True``, is refused. A finished run's
     artefact is sealed when written (``analyses.json``, :mod:`ldp_audit.rundir.seal`): under
     the ledger key and chained to ``manifest.json``, so that an edit is refused by every reader.
+    ``seal=False``: an analysis of evidence that did not verify (read with
+    ``--allow-unverified``) is written unsealed, so that every reader flags it.
     """
     p = check_path_arg(run_dir, "run_dir")
     if not is_run_dir(p):
@@ -386,6 +396,10 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
     earlier = target.read_bytes() if overwrite and target.is_file() else None
     digest = write_json_file(target, obj, replace=overwrite)
     pin_checked(None, {target: digest})  # this process's readers read what it wrote
+    for w in [w for w in _UNFINISHED if w.path.resolve() == p.resolve()]:
+        w._wrote[name] = digest  # a run this process still writes: its manifest lists it
+    if not seal:
+        return target
     try:
         seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     except BaseException:
