@@ -169,6 +169,19 @@ def test_every_release_is_charged_and_recorded(maps):
     assert r["target_syncs"] == up // cfg.target_update > 0
 
 
+@pytest.mark.parametrize(
+    ("method", "what"), [("fedrl", "alpha's Q outputs are"), ("dqn-alpha", "joint Q-values are")]
+)
+def test_diverged_training_refused_naming_the_learning_rate(maps, method, what):
+    """lr 1e30: FedRL stopped with the mechanism's 'x must be finite; found nan at index
+    (0, 0)', and DQN-alpha / DQN-full trained on to a NaN model and printed a SuccRate, exit 0."""
+    cfg = FedRLConfig(**TINY, lr=1e30, methods=(method,))
+    with pytest.raises(
+        InvalidParameterError, match=rf"fedrl diverged: .*{what} not finite.*lr=1e\+30"
+    ):
+        run_fedrl(cfg, seed=0, maps=maps, record=False)
+
+
 def test_runs_are_reproducible(maps):
     cfg = FedRLConfig(**TINY, methods=("dqn-alpha", "fedrl"))
     a = run_fedrl(cfg, seed=5, maps=maps, record=False)["results"]
