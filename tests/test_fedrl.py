@@ -183,8 +183,13 @@ def test_diverged_training_refused_naming_the_learning_rate(maps, method, what):
 
 
 def test_runs_are_reproducible(maps):
+    import torch
+
     cfg = FedRLConfig(**TINY, methods=("dqn-alpha", "fedrl"))
+    state = torch.get_rng_state()
     a = run_fedrl(cfg, seed=5, maps=maps, record=False)["results"]
+    # torch's global generator untouched (the modules' default init drew from it, then overwritten)
+    assert torch.equal(torch.get_rng_state(), state)
     b = run_fedrl(cfg, seed=5, maps=maps, record=False)["results"]
     for x, y in zip(a, b, strict=True):
         assert x["final_loss"] == y["final_loss"]

@@ -139,7 +139,7 @@ def make_network(cfg: DprlConfig, gen: Any) -> Any:
     s = cfg.layer_sizes
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(s[:-1], s[1:], strict=False)):
-        lin = nn.Linear(a, b)
+        lin = nn.Linear(a, b, device="meta").to_empty(device="cpu")  # no global-RNG init
         bound = 1.0 / math.sqrt(a)
         with torch.no_grad():
             lin.weight.uniform_(-bound, bound, generator=gen)
