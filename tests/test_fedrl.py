@@ -27,7 +27,7 @@ from ldp_audit.mechanisms import analytic_gaussian_epsilon
 from ldp_audit.release import release_with, reserve
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.gridworld import generate_maps
-from ldp_audit.training.fedrl.mechanisms import OutputMechanism
+from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
 from ldp_audit.training.fedrl.report import report_sections
 from ldp_audit.training.fedrl.runs import run_fedrl, train_fedrl
 
@@ -64,6 +64,14 @@ def test_clipped_output_mechanism_epsilon_and_event():
     for bad, words in [(np.ones(15), "16 columns"), (np.full(16, np.nan), "x must be finite")]:
         with pytest.raises(InvalidParameterError, match=words):  # refused before any noise
             m.privatize(bad, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("make", [OutputMechanism, TargetMechanism])
+def test_mechanism_bound_refusal_names_its_own_argument(make):
+    """OutputMechanism(1.0, 0.0) and TargetMechanism(1.0, 0.0) (the targets' bound) were both
+    refused as 'clip_outputs must be ...', a name neither takes."""
+    with pytest.raises(InvalidParameterError, match=r"^bound must be .*got 0.0"):
+        make(1.0, 0.0)
 
 
 @pytest.mark.parametrize(
