@@ -70,6 +70,20 @@ def test_bad_config_names_parameter(kw: dict, needle: str) -> None:
         DprlConfig(**{**TINY_RF, **kw})
 
 
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        (TINY_RF, "the policy's action probabilities are not finite at update 1"),
+        ({**TINY_DQN, "privacy": "none", "total_steps": 150}, "the Q-values are not finite"),
+    ],
+)
+def test_diverged_training_refused_naming_the_learning_rate(kw: dict, needle: str) -> None:
+    """lr 1e30: REINFORCE died in torch.multinomial (a traceback, exit 3 'a bug in ldp-audit'),
+    DQN without DP-SGD trained on NaN Q-values and wrote a NaN model with exit 0."""
+    with pytest.raises(InvalidParameterError, match=rf"dprl diverged: {needle}.*lr=1e\+30"):
+        train(DprlConfig(**{**kw, "lr": 1e30}), seed=0)
+
+
 @pytest.mark.parametrize("seed", [-1, True, 1.0, "0"])
 def test_bad_seed_refused_before_any_file(tmp_path, seed) -> None:
     with pytest.raises(InvalidParameterError, match=r"^seed must be an integer >= 0, got "):
@@ -212,7 +226,10 @@ def test_seeded_and_independent_of_global_rng() -> None:
     cfg = DprlConfig(**TINY_DQN, canaries=3)
     torch.manual_seed(123)
     np.random.seed(5)
+    state = torch.get_rng_state()
     a = train(cfg, seed=7)
+    # nor does it draw from them (nn.Linear's default init drew from torch's, then overwritten)
+    assert torch.equal(torch.get_rng_state(), state)
     torch.manual_seed(999)
     np.random.seed(6)
     b = train(cfg, seed=7)

@@ -56,6 +56,24 @@ def test_privatize_noise_scale_and_clip() -> None:
         m.privatize(np.zeros((3, 2)), rng)
 
 
+@pytest.mark.parametrize("box", [None, CARTPOLE_BOX])
+def test_privatize_refuses_non_finite_states_before_any_draw(box) -> None:
+    """A NaN state came out as NaN and, raw, an inf as inf (the input itself, un-noised); the
+    strings of ``[["1", "2", "3", "4"]]`` were read as numbers. Every other mechanism refuses
+    them (check_batch)."""
+    m = ObservationNoiseMechanism(noise_multiplier=1.0, box=box)
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    for bad, words in [
+        ([[np.nan, 0.0, 0.0, 0.0]], "x must be finite"),
+        ([[0.0, 0.0, 0.0, np.inf]], "x must be finite"),
+        ([["1", "2", "3", "4"]], "x must be a real numeric array"),
+    ]:
+        with pytest.raises(InvalidParameterError, match=words):
+            m.privatize(np.array(bad), rng)
+    assert rng.bit_generator.state == before
+
+
 def test_bad_parameters_named() -> None:
     with pytest.raises(InvalidParameterError, match="noise_multiplier"):
         ObservationNoiseMechanism(noise_multiplier=-0.1)

@@ -27,7 +27,7 @@ from ldp_audit.mechanisms import analytic_gaussian_epsilon
 from ldp_audit.release import release_with, reserve
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.gridworld import generate_maps
-from ldp_audit.training.fedrl.mechanisms import OutputMechanism
+from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
 from ldp_audit.training.fedrl.report import report_sections
 from ldp_audit.training.fedrl.runs import run_fedrl, train_fedrl
 
@@ -64,6 +64,14 @@ def test_clipped_output_mechanism_epsilon_and_event():
     for bad, words in [(np.ones(15), "16 columns"), (np.full(16, np.nan), "x must be finite")]:
         with pytest.raises(InvalidParameterError, match=words):  # refused before any noise
             m.privatize(bad, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("make", [OutputMechanism, TargetMechanism])
+def test_mechanism_bound_refusal_names_its_own_argument(make):
+    """OutputMechanism(1.0, 0.0) and TargetMechanism(1.0, 0.0) (the targets' bound) were both
+    refused as 'clip_outputs must be ...', a name neither takes."""
+    with pytest.raises(InvalidParameterError, match=r"^bound must be .*got 0.0"):
+        make(1.0, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -169,9 +177,27 @@ def test_every_release_is_charged_and_recorded(maps):
     assert r["target_syncs"] == up // cfg.target_update > 0
 
 
+@pytest.mark.parametrize(
+    ("method", "what"), [("fedrl", "alpha's Q outputs are"), ("dqn-alpha", "joint Q-values are")]
+)
+def test_diverged_training_refused_naming_the_learning_rate(maps, method, what):
+    """lr 1e30: FedRL stopped with the mechanism's 'x must be finite; found nan at index
+    (0, 0)', and DQN-alpha / DQN-full trained on to a NaN model and printed a SuccRate, exit 0."""
+    cfg = FedRLConfig(**TINY, lr=1e30, methods=(method,))
+    with pytest.raises(
+        InvalidParameterError, match=rf"fedrl diverged: .*{what} not finite.*lr=1e\+30"
+    ):
+        run_fedrl(cfg, seed=0, maps=maps, record=False)
+
+
 def test_runs_are_reproducible(maps):
+    import torch
+
     cfg = FedRLConfig(**TINY, methods=("dqn-alpha", "fedrl"))
+    state = torch.get_rng_state()
     a = run_fedrl(cfg, seed=5, maps=maps, record=False)["results"]
+    # torch's global generator untouched (the modules' default init drew from it, then overwritten)
+    assert torch.equal(torch.get_rng_state(), state)
     b = run_fedrl(cfg, seed=5, maps=maps, record=False)["results"]
     for x, y in zip(a, b, strict=True):
         assert x["final_loss"] == y["final_loss"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.embed import flat_params
 from ldp_audit.training.dprl.config import DprlConfig
 from ldp_audit.training.dprl.privacy import (
@@ -84,6 +85,17 @@ def convergence_episode(returns: Any) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
+def _check_finite(cfg: DprlConfig, x: Any, what: str, when: str) -> None:
+    """Refuse a diverged network (``x``, a tensor it computed, not finite) before its value is
+    used or released, naming the likely cause (torch's own errors, e.g. ``multinomial`` on NaN
+    probabilities, read as a bug in ldp-audit)."""
+    if not bool(x.isfinite().all()):
+        raise InvalidParameterError(
+            f"dprl diverged: {what} not finite at {when} (theta diverged; nothing of "
+            f"it was released); likely cause: a learning rate too large (lr={cfg.learning_rate!r})"
+        )
+
+
 def quiet_opacus_warnings() -> None:
     """Opacus's full backward hooks warn when inputs need no grad (ours never do): silence it."""
     import warnings
@@ -127,7 +139,7 @@ def make_network(cfg: DprlConfig, gen: Any) -> Any:
     s = cfg.layer_sizes
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(s[:-1], s[1:], strict=False)):
-        lin = nn.Linear(a, b)
+        lin = nn.Linear(a, b, device="meta").to_empty(device="cpu")  # no global-RNG init
         bound = 1.0 / math.sqrt(a)
         with torch.no_grad():
             lin.weight.uniform_(-bound, bound, generator=gen)
@@ -235,6 +247,8 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
                 alive[t] = ~done
                 with torch.no_grad():
                     probs = torch.softmax(policy(torch.as_tensor(states[t], device=dev)), dim=-1)
+                what = "the policy's action probabilities are"
+                _check_finite(cfg, probs, what, f"update {update}")
                 # drawn on the CPU generator (.cpu() is a no-op on the CPU)
                 a = torch.multinomial(probs.cpu(), 1, generator=gen).reshape(-1).numpy()
                 actions[t] = a
@@ -266,6 +280,7 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
             lp = logp.gather(-1, act.unsqueeze(-1)).squeeze(-1)
             adv_t = torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype, device=dev)
             per_episode = -(adv_t * lp).sum(dim=1)
+            _check_finite(cfg, per_episode, "the episodes' losses are", f"update {update}")
             if dp is not None:
                 dp.opt.zero_grad()
                 per_episode.sum().backward()  # one per-sample gradient per episode
@@ -355,7 +370,9 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
             eps = cfg.start_e + frac * (cfg.end_e - cfg.start_e)
             with torch.no_grad():
                 o = torch.as_tensor(obs, dtype=torch.float32, device=dev)
-                greedy = q_net(o).argmax(dim=1).cpu().numpy()
+                q = q_net(o)
+                _check_finite(cfg, q, "the Q-values are", f"env step {global_step}")
+                greedy = q.argmax(dim=1).cpu().numpy()
             explore = act_rng.random(N) < eps
             actions = np.where(explore, act_rng.integers(0, 2, N), greedy)
             raw_next, rew, term, trunc, _ = envs.step(actions)
@@ -399,6 +416,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                     if idx.size:
                         qsa = model(s).gather(1, a_t).squeeze(1)
                         per = (qsa - y) ** 2  # per-transition squared TD error
+                        _check_finite(cfg, per, "the TD errors are", f"env step {global_step}")
                         if ghost:
                             _ghost_backward(model, per, dp.params)
                             if hooks.inspect_ghost is not None:
@@ -417,6 +435,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                 else:
                     qsa = q_net(s).gather(1, a_t).squeeze(1)
                     loss = torch.nn.functional.mse_loss(qsa, y)
+                    _check_finite(cfg, loss, "the TD loss is", f"env step {global_step}")
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()

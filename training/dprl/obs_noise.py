@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_real_in, check_rng
+from ldp_audit.validation import check_batch, check_real_in, check_rng
 
 __all__ = [
     "CARTPOLE_IQR",
@@ -210,9 +210,7 @@ class ObservationNoiseMechanism:
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Noisy observations: (n, d) float64, each row independent."""
-        arr = np.asarray(x, dtype=np.float64)
-        if arr.ndim != 2 or arr.shape[1] != self._iqr.size:
-            raise InvalidParameterError(f"x must have shape (n, {self._iqr.size}), got {arr.shape}")
+        arr = check_batch(x, "x", dim=self._iqr.size)  # finite: a NaN or inf would leak through
         noise = check_rng(rng).standard_normal(arr.shape) * (self.noise_multiplier * self._iqr)
         return self.clip(arr) + noise
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.exchange import Exchange
+from ldp_audit.training.fedrl.exchange import Exchange, check_finite
 from ldp_audit.training.fedrl.gridworld import N_ACTIONS, MapSet, VectorGridWorld
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
 
@@ -85,6 +85,7 @@ def eval_runs(
         with torch.inference_mode():
             send = {"mech": mech, "suffix": suffix, "map_index": env.map_index.copy()}
             q = joint_q(method, nets, ex, (sa, sb), shape, kind, **send)
+            check_finite(cfg, q, "the joint Q-values are", -1)
         qn = q.cpu().numpy().reshape(kk * nt, -1)
         act = qn.argmax(axis=1) if explore == 0 else eps_greedy(qn, explore, rng)
         r, _done, met, active = env.step(act)

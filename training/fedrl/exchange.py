@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import release_with, reserve
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.gridworld import BETA_VIEW, N_ACTIONS
@@ -41,6 +42,18 @@ def _last_window(obs: np.ndarray) -> np.ndarray:
     o = (BETA_VIEW - v) // 2
     out[:, o : o + v, o : o + v] = w.astype(np.uint8)
     return out.reshape(n, -1)
+
+
+def check_finite(cfg: FedRLConfig, x: Any, what: str, step: int) -> None:
+    """Refuse a diverged network's values (``x``, numpy or torch, not finite) before they are
+    used or released, naming the likely cause (the mechanisms' own refusal said only 'x must be
+    finite', and the baselines, which release nothing, went on with NaN weights)."""
+    if not bool(x.isfinite().all() if hasattr(x, "isfinite") else np.isfinite(x).all()):
+        when = "test time" if step < 0 else f"iteration {step}"
+        raise InvalidParameterError(
+            f"fedrl diverged: {what} not finite at {when} (theta diverged; nothing of them "
+            f"was released); likely cause: a learning rate too large (lr={cfg.lr!r})"
+        )
 
 
 class Exchange:
@@ -87,6 +100,8 @@ class Exchange:
     def _release(self, mech: OutputMechanism, raw: np.ndarray, rng: Any, agent: str, n: int) -> Any:
         """Charge every run's ``<trial>/<agent>`` for its ``n`` rows (from the reservation),
         then randomise the (K n, d) rows ``raw`` with ``mech`` and ``rng``, sealed."""
+        what = "targets Y are" if mech.dim == 1 else "Q outputs are"
+        check_finite(self.cfg, raw, f"{agent}'s {what}", self.step)
         ev = mech.exchange_event(n)
         return release_with(
             lambda: mech.privatize(raw, rng),

@@ -48,7 +48,7 @@ class OutputMechanism:
         sigma = check_real_in(self.sigma, "sigma", lo=0, lo_open=False, hi=MAX_SCALE)
         object.__setattr__(self, "sigma", sigma)
         if self.bound is not None:
-            b = check_real_in(self.bound, "clip_outputs", lo=MIN_BOUND, lo_open=False, hi=MAX_SCALE)
+            b = check_real_in(self.bound, "bound", lo=MIN_BOUND, lo_open=False, hi=MAX_SCALE)
             object.__setattr__(self, "bound", b)
         check_int(self.dim, "dim", minimum=1)
         object.__setattr__(self, "delta", check_probability(self.delta, "delta"))

@@ -214,7 +214,9 @@ class Stacked:
         import torch
 
         self.device = torch.device("cpu" if device is None else device)
-        mods = [make() for _ in gens]
+        with torch.device("meta"):  # built without torch's global-RNG init, then set from gens
+            mods = [make() for _ in gens]
+        mods = [m.to_empty(device="cpu") for m in mods]
         for m, g in zip(mods, gens, strict=True):
             _init_params(m, g)
         params, _ = torch.func.stack_module_state(mods)

@@ -20,6 +20,7 @@ from ldp_audit.training.fedrl.exchange import (
     KIND_NEXT,
     Exchange,
     Log,
+    check_finite,
 )
 from ldp_audit.training.fedrl.gridworld import (
     ALPHA_VIEW,
@@ -185,6 +186,7 @@ def train_runs(
             q = joint_q(
                 method, nets, ex, (sa, sb), tensor, KIND_ACT, map_index=env.map_index.copy()
             )
+            check_finite(cfg, q, "the joint Q-values are", it)
         act = eps_greedy(q.cpu().numpy(), eps, rng_act).reshape(-1)
         r, done, met, _ = env.step(act)
         sa2, sb2 = env.observe()
