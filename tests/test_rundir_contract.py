@@ -62,6 +62,20 @@ def test_overwrite_replaces_a_run_whole_and_refuses_foreign_folders(tmp_path) ->
     with pytest.raises(RunDirectoryError, match="refusing to delete"):
         RunWriter(other, algorithm="test", config={}, seed=0, mode="overwrite")
     assert (other / "thesis.tex").exists()
+    # session 56: a project folder that merely holds a config.json, or a web site with an
+    # index.html, read as a run / a report and was deleted whole (`ldp-audit train pgc-a3c ...
+    # --out PROJECT --overwrite`, `report RUN -o SITE --overwrite`)
+    (other / "config.json").write_text('{"name": "my app", "status": "draft"}')
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<html></html>")
+    (site / "blog.md").write_text("x")
+    for folder in (other, site):
+        with pytest.raises(RunDirectoryError, match="refusing to delete"):
+            check_new_dir(folder, name="--out", overwrite=True)
+    assert (other / "thesis.tex").exists() and (site / "blog.md").exists()
+    (site / "blog.md").unlink()  # an earlier report (what a report writes, nothing else)
+    assert check_new_dir(site, name="--out", overwrite=True) == site
 
 
 def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:

@@ -10,6 +10,7 @@ here too.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -96,6 +97,27 @@ def check_parent_writable(p: Path, name: str) -> None:
     os.rmdir(probe)
 
 
+#: what a report folder holds (``Report.write``; ``screenshot.png`` with ``--screenshot``)
+REPORT_ENTRIES = frozenset({"index.html", "report.md", "report.json", "figures", "screenshot.png"})
+
+
+def _replaceable(p: Path) -> bool:
+    """Whether ``--overwrite`` may replace the non-empty folder ``p`` (it is deleted whole): an
+    earlier run, whose ``config.json`` a run writer made (a JSON object with the run's
+    ``algorithm`` and ``status``), or an earlier report, holding ``index.html`` and nothing a
+    report does not write. A folder of one's own that merely holds a ``config.json`` or an
+    ``index.html`` (a project, a web site) is not: until session 56 ``train ... --out PROJECT
+    --overwrite`` deleted everything in it."""
+    cfg = p / "config.json"
+    if cfg.is_file() and cfg.stat().st_size < 1 << 24:  # a regular file: a FIFO would block
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            doc = json.loads(cfg.read_bytes())
+            if isinstance(doc, dict) and {"algorithm", "status"} <= doc.keys():
+                return True
+    names = {q.name for q in p.iterdir()}
+    return "index.html" in names and names <= REPORT_ENTRIES
+
+
 def check_new_dir(
     path: Any,
     *,
@@ -130,7 +152,7 @@ def check_new_dir(
                     + (f", or pass {over} to replace an earlier one" if can_overwrite else "")
                     + (" (or --resume to continue it)" if can_resume else "")
                 )
-            if not is_run_dir(p) and not (p / "index.html").exists():
+            if not _replaceable(p):
                 raise RunDirectoryError(
                     f"{name} {str(p)!r} is not empty and is not a run or report folder; "
                     f"refusing to delete it even with {over}"
