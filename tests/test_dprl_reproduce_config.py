@@ -263,3 +263,18 @@ def test_boxed_epsilon_is_the_exact_gaussian_composition(sigma, observations):
     eps = boxed_epsilon(sigma, 1e-5, observations)
     assert delta(eps) == pytest.approx(1e-5, rel=1e-4)
     assert delta(0.99 * eps) > 1.05e-5  # not looser than 1%
+
+
+def test_too_many_audit_canaries_are_refused_by_their_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Session 56 probe: ``reproduce dprl --audit-canaries 1000000`` was refused as "canaries
+    must be <= the number of model parameters" (the audit run's field), naming no option."""
+    out = tmp_path / "rep"
+    assert main(["reproduce", "dprl", "--audit-canaries", "4611", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--audit-canaries must be <= 4610" in err and "got 4611" in err
+    assert not out.exists()
+    from ldp_audit.training.dprl.config import ReproduceSettings
+
+    assert ReproduceSettings(audit_canaries=4610).audit_canaries == 4610  # the DQN's 4,610

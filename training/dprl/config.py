@@ -366,3 +366,11 @@ class ReproduceSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        from ldp_audit.training.dprl.reproduce_runs import AUDIT_DQN  # (it imports this module)
+
+        n = DprlConfig(**AUDIT_DQN).n_params  # REINFORCE's runs take min(audit_canaries, 898)
+        if self.audit_canaries > n:  # named here, not as the audit run's "canaries" (session 56)
+            raise InvalidParameterError(
+                f"audit_canaries must be <= {n} (the parameters of the audit table's DQN: the "
+                f"canary directions are orthonormal), got {self.audit_canaries}"
+            )
