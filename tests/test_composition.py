@@ -136,6 +136,15 @@ def test_prv_equals_opacus_prv_accountant(history):
     assert d.epsilon == min(d.by_method.values())
 
 
+def test_prv_failing_near_delta_one_is_skipped_by_best_and_named_alone() -> None:
+    """Session 56 probe: ``train dprl ... --delta 0.999999999999`` trained, then exit 3 with
+    Opacus's RuntimeError "Cannot compute epsilon" from the PRV inside method 'best'."""
+    d = 0.999999999999
+    assert compose(GaussianEvent(1.0), delta=d, method="best") == (0.0, "rdp")
+    with pytest.raises(InvalidParameterError, match="method 'prv' cannot compute epsilon"):
+        compose(GaussianEvent(1.0), delta=d, method="prv")
+
+
 def test_gaussian_prv_close_to_exact_analytic():
     """One Gaussian (sigma = 2): PRV/PLD epsilon matches the analytic Gaussian mechanism.
 

@@ -106,4 +106,9 @@ def prv_epsilon(atoms: Mapping[DpEvent, int], *, delta: float, eps_error: float 
     # sample_rate 1 makes Opacus evaluate log(0) on a masked branch: harmless, silenced.
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")
-        return float(acc.get_epsilon(delta=delta, eps_error=err))
+        try:
+            return float(acc.get_epsilon(delta=delta, eps_error=err))
+        except RuntimeError as exc:  # its "Cannot compute epsilon" (delta near 1: session 56)
+            raise InvalidParameterError(
+                f"method 'prv' cannot compute epsilon at delta={delta!r} (Opacus: {exc})"
+            ) from None
