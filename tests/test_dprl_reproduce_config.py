@@ -278,3 +278,23 @@ def test_too_many_audit_canaries_are_refused_by_their_option(
     from ldp_audit.training.dprl.config import ReproduceSettings
 
     assert ReproduceSettings(audit_canaries=4610).audit_canaries == 4610  # the DQN's 4,610
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["dprl", "--obs-noise", "0", "5e-324"], "--obs-noise must hold 0 or values >= 2.2"),
+        (["dprl", "--noise-multiplier", "5e-324"], "--noise-multiplier must hold 0 or values"),
+        (["fedrl", "--attack-sigmas", "5e-324"], "--attack-sigmas must hold 0 or values"),
+    ],
+)
+def test_a_subnormal_noise_level_is_refused_before_the_grid(
+    args: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Session 56 probe: ``reproduce dprl --obs-noise 5e-324`` (or ``--noise-multiplier``,
+    ``reproduce fedrl --attack-sigmas``) passed the [0, 1e6] bounds, made --out and started the
+    grid; a run's own config refused it ("sigma must be >= 2.22507e-308"), naming no option."""
+    out = tmp_path / "rep"
+    assert main(["reproduce", *args, "--out", str(out)]) == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()

@@ -27,6 +27,7 @@ import math
 import os
 import platform
 import re
+import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -103,6 +104,20 @@ def _check_one(name: str, v: Any, tp: Any, b: dict[str, Any], optional: bool = F
             )
     if b.get("check") is not None:
         b["check"](v)
+
+
+def check_noise_levels(settings: Any, *names: str) -> None:
+    """Each value of the tuple fields ``names`` of ``settings`` (a grid's noise levels) is 0 (no
+    noise) or a normal double: a positive subnormal such as 5e-324 passed the fields' [0, max]
+    bounds, then a run's own config refused it once the grid had started (session 56:
+    ``reproduce dprl --obs-noise 5e-324``, ``reproduce fedrl --attack-sigmas 5e-324``)."""
+    for name in names:
+        for v in getattr(settings, name):
+            if 0.0 < v < sys.float_info.min:
+                raise InvalidParameterError(
+                    f"{name} must hold 0 or values >= {sys.float_info.min:g} (a normal double), "
+                    f"got {v!r}"
+                )
 
 
 def check_fields(cfg: Any, **overrides: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 from ldp_audit.config import bounds, config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
-from ldp_audit.training.reproduction import check_fields
+from ldp_audit.training.reproduction import check_fields, check_noise_levels
 
 __all__ = [
     "ALGOS",
@@ -366,6 +366,7 @@ class ReproduceSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_noise_levels(self, "dpsgd_noise", "obs_noise")
         from ldp_audit.training.dprl.reproduce_runs import AUDIT_DQN  # (it imports this module)
 
         n = DprlConfig(**AUDIT_DQN).n_params  # REINFORCE's runs take min(audit_canaries, 898)
