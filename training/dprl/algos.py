@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.embed import flat_params
 from ldp_audit.training.dprl.config import DprlConfig
 from ldp_audit.training.dprl.privacy import (
@@ -235,6 +236,12 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
                 alive[t] = ~done
                 with torch.no_grad():
                     probs = torch.softmax(policy(torch.as_tensor(states[t], device=dev)), dim=-1)
+                if not bool(torch.isfinite(probs).all()):  # session 56: --lr 1e308 was exit 3
+                    raise InvalidParameterError(
+                        f"dprl diverged: the policy is not finite after {update} updates (nothing "
+                        f"after them was released); likely cause: a learning rate too large "
+                        f"(lr={cfg.learning_rate:g})"
+                    )
                 # drawn on the CPU generator (.cpu() is a no-op on the CPU)
                 a = torch.multinomial(probs.cpu(), 1, generator=gen).reshape(-1).numpy()
                 actions[t] = a
