@@ -283,9 +283,23 @@ def test_too_many_audit_canaries_are_refused_by_their_option(
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["dprl", "--obs-noise", "0", "5e-324"], "--obs-noise must hold 0 or values >= 2.2"),
-        (["dprl", "--noise-multiplier", "5e-324"], "--noise-multiplier must hold 0 or values"),
-        (["fedrl", "--attack-sigmas", "5e-324"], "--attack-sigmas must hold 0 or values"),
+        (["reproduce", "dprl", "--obs-noise", "0", "5e-324"], "--obs-noise must be 0 or >= 2.2"),
+        (["reproduce", "dprl", "--noise-multiplier", "5e-324"], "--noise-multiplier must be 0 or"),
+        (["reproduce", "fedrl", "--attack-sigmas", "5e-324"], "--attack-sigmas must be 0 or >="),
+        # train dprl wrote config.json, the ledger and a manifest before this refusal
+        (
+            [
+                "train",
+                "dprl",
+                "--algo",
+                "dqn",
+                "--privacy",
+                "dpsgd",
+                "--noise-multiplier",
+                "5e-324",
+            ],
+            "--noise-multiplier must be 0 or >= 2.2",
+        ),  # fmt: skip
     ],
 )
 def test_a_subnormal_noise_level_is_refused_before_the_grid(
@@ -293,8 +307,9 @@ def test_a_subnormal_noise_level_is_refused_before_the_grid(
 ) -> None:
     """Session 56 probe: ``reproduce dprl --obs-noise 5e-324`` (or ``--noise-multiplier``,
     ``reproduce fedrl --attack-sigmas``) passed the [0, 1e6] bounds, made --out and started the
-    grid; a run's own config refused it ("sigma must be >= 2.22507e-308"), naming no option."""
+    grid; a run's own config refused it ("sigma must be >= 2.22507e-308"), naming no option.
+    ``train dprl --noise-multiplier 5e-324`` was refused once its run folder was written."""
     out = tmp_path / "rep"
-    assert main(["reproduce", *args, "--out", str(out)]) == 2
+    assert main([*args, "--out", str(out)]) == 2
     assert needle in capsys.readouterr().err
     assert not out.exists()

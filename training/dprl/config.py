@@ -186,6 +186,7 @@ class DprlConfig:
         # every field's type and bounds (its metadata); the noise is added to float32 weights /
         # observations: a noise_multiplier or clip above MAX_SCALE would overflow them
         check_fields(self)
+        check_noise_levels(self, "noise_multiplier")  # 5e-324: refused after the run folder
         for name, want, needs in (
             ("budget_epsilon", "dpsgd", "is a central DP-SGD budget: it needs"),
             ("canaries", "dpsgd", "audit DP-SGD training: they need"),
