@@ -223,3 +223,14 @@ def test_one_fedrl_update_is_the_straightforward_step_of_eqs_4_to_7() -> None:
                 got = nets[name].state(k)[p]
                 np.testing.assert_allclose(got, v.numpy(), rtol=1e-4, atol=1e-5, err_msg=p)
     assert loss == pytest.approx(want, rel=1e-5)
+
+
+def test_a_diverged_run_is_refused_by_name_before_its_release() -> None:
+    """Session 56 probe: ``train fedrl --lr 1e308`` (or 1e6) was refused as "x must be finite;
+    found nan at index (0, 0)" (the release's input check), naming no option."""
+    cfg = FedRLConfig(
+        n_maps=20, eval_maps=1, train_steps=20, learning_starts=1, methods=("fedrl",), lr=1e308
+    )
+    maps = generate_maps(8, 20, seed=0)
+    with pytest.raises(InvalidParameterError, match=r"fedrl diverged: .*\(lr=1e\+308\)"):
+        run_fedrl(cfg, seed=0, maps=maps, record=False, threads=1)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import release_with, reserve
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.gridworld import BETA_VIEW, N_ACTIONS
@@ -87,6 +88,12 @@ class Exchange:
     def _release(self, mech: OutputMechanism, raw: np.ndarray, rng: Any, agent: str, n: int) -> Any:
         """Charge every run's ``<trial>/<agent>`` for its ``n`` rows (from the reservation),
         then randomise the (K n, d) rows ``raw`` with ``mech`` and ``rng``, sealed."""
+        if not np.isfinite(raw).all():  # session 56: --lr 1e308 named only "x must be finite"
+            raise InvalidParameterError(
+                f"fedrl diverged: {agent}'s outputs are not finite at step {self.step} (nothing "
+                f"of them was released); likely cause: a learning rate too large "
+                f"(lr={self.cfg.lr:g})"
+            )
         ev = mech.exchange_event(n)
         return release_with(
             lambda: mech.privatize(raw, rng),
