@@ -115,6 +115,12 @@ def to_attack_result(out: dict[str, Any], mechanism: dict[str, Any]) -> Any:
     )
 
 
+def _sklearn_seed(seed: int) -> int:
+    """scikit-learn takes seeds below 2**32 only: the same state for those, the rest folded
+    (``attack fedrl --seed 9223372036854775807`` was exit 3 with its error: session 56)."""
+    return int(seed) % 2**32
+
+
 def _sample(
     seed: int, max_rows: int, test_fraction: float, *arrays: np.ndarray
 ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
@@ -210,7 +216,9 @@ def attack_observation(
     conf_cell = 1.0 - (1.0 - confidence) / len(cells)
     out = []
     for j, c in enumerate(cells):
-        clf = HistGradientBoostingClassifier(max_iter=60, early_stopping=True, random_state=seed)
+        clf = HistGradientBoostingClassifier(
+            max_iter=60, early_stopping=True, random_state=_sklearn_seed(seed)
+        )
         pred = _classify(clf, values, labels[:, j], tr, te)
         target = f"cell {c // 5 - 2:+d},{c % 5 - 2:+d}"
         out.append(_score(target, labels[te, j], pred, labels[tr, j], epsilon, delta, conf_cell))
@@ -243,11 +251,12 @@ def attack_rewards(
     if not (y.shape[0] == reward.size == lab.size):
         raise InvalidParameterError("y, reward and bump must have one entry per released row")
     (y, reward, lab), tr, te = _sample(seed, max_rows, test_fraction, y, reward, lab)
-    clf = HistGradientBoostingClassifier(max_iter=100, random_state=seed)
+    clf = HistGradientBoostingClassifier(max_iter=100, random_state=_sklearn_seed(seed))
     pred = _classify(clf, y, lab, tr, te)
     res = _score("bump from Y", lab[te], pred, lab[tr], epsilon, delta, confidence)
     with one_openmp_thread():
-        reg = HistGradientBoostingRegressor(max_iter=100, random_state=seed).fit(y[tr], reward[tr])
+        reg = HistGradientBoostingRegressor(max_iter=100, random_state=_sklearn_seed(seed))
+        reg = reg.fit(y[tr], reward[tr])
         res["mae"] = float(np.abs(reg.predict(y[te]) - reward[te]).mean())
     res["mae_baseline"] = float(np.abs(reward[tr].mean() - reward[te]).mean())
     return res

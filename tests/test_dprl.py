@@ -211,6 +211,15 @@ def test_charge_precedes_noise() -> None:
     np.testing.assert_array_equal(res.params, res.initial)
 
 
+def test_a_diverged_policy_is_refused_by_name_not_a_torch_error() -> None:
+    """Session 56 probe: ``train dprl --algo reinforce --privacy dpsgd --lr 1e308`` trained one
+    update, then exit 3 with torch.multinomial's "probability tensor contains either inf, nan
+    or element < 0"."""
+    cfg = DprlConfig(**{**TINY_RF, "episodes": 8, "lr": 1e308})
+    with pytest.raises(InvalidParameterError, match=r"dprl diverged: .*\(lr=1e\+308\)"):
+        train(cfg, seed=0)
+
+
 def test_budget_stops_training_cleanly(tmp_path) -> None:
     cfg = DprlConfig(**{**TINY_RF, "episodes": 200}, noise_multiplier=2.0, budget_epsilon=3.0)
     res = train(cfg, seed=0, run_dir=tmp_path / "run")

@@ -263,3 +263,53 @@ def test_boxed_epsilon_is_the_exact_gaussian_composition(sigma, observations):
     eps = boxed_epsilon(sigma, 1e-5, observations)
     assert delta(eps) == pytest.approx(1e-5, rel=1e-4)
     assert delta(0.99 * eps) > 1.05e-5  # not looser than 1%
+
+
+def test_too_many_audit_canaries_are_refused_by_their_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Session 56 probe: ``reproduce dprl --audit-canaries 1000000`` was refused as "canaries
+    must be <= the number of model parameters" (the audit run's field), naming no option."""
+    out = tmp_path / "rep"
+    assert main(["reproduce", "dprl", "--audit-canaries", "4611", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--audit-canaries must be <= 4610" in err and "got 4611" in err
+    assert not out.exists()
+    from ldp_audit.training.dprl.config import ReproduceSettings
+
+    assert ReproduceSettings(audit_canaries=4610).audit_canaries == 4610  # the DQN's 4,610
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["reproduce", "dprl", "--obs-noise", "0", "5e-324"], "--obs-noise must be 0 or >= 2.2"),
+        (["reproduce", "dprl", "--noise-multiplier", "5e-324"], "--noise-multiplier must be 0 or"),
+        (["reproduce", "fedrl", "--attack-sigmas", "5e-324"], "--attack-sigmas must be 0 or >="),
+        # train dprl wrote config.json, the ledger and a manifest before this refusal
+        (
+            [
+                "train",
+                "dprl",
+                "--algo",
+                "dqn",
+                "--privacy",
+                "dpsgd",
+                "--noise-multiplier",
+                "5e-324",
+            ],
+            "--noise-multiplier must be 0 or >= 2.2",
+        ),  # fmt: skip
+    ],
+)
+def test_a_subnormal_noise_level_is_refused_before_the_grid(
+    args: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Session 56 probe: ``reproduce dprl --obs-noise 5e-324`` (or ``--noise-multiplier``,
+    ``reproduce fedrl --attack-sigmas``) passed the [0, 1e6] bounds, made --out and started the
+    grid; a run's own config refused it ("sigma must be >= 2.22507e-308"), naming no option.
+    ``train dprl --noise-multiplier 5e-324`` was refused once its run folder was written."""
+    out = tmp_path / "rep"
+    assert main([*args, "--out", str(out)]) == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()

@@ -5,6 +5,7 @@ setting is validated and restored."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -75,7 +76,7 @@ def test_runs_are_independent() -> None:
     assert torch.equal(after[1:], before[1:])
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, 2**63 - 1])  # the last: torch ValueError
 def test_threads_validated_before_work(bad: object, tmp_path) -> None:  # noqa: ANN001
     cfg = FedRLConfig(n_maps=20, eval_maps=1, train_steps=1, methods=("dqn-alpha",))
     with pytest.raises(InvalidParameterError, match="threads"):
@@ -110,6 +111,24 @@ def test_cli_new_options_refuse_bad_values(tmp_path, capsys, args, msg) -> None:
     with pytest.raises(SystemExit) as e:
         main([*args, "--out", str(out)])
     assert e.value.code == 2 and msg in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("verb", ["train", "reproduce"])
+def test_cli_threads_far_above_the_cores_are_refused_before_any_work(
+    verb: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Session 56 probe: ``reproduce fedrl --threads 9223372036854775807`` reached
+    torch.set_num_threads: exit 3 ("Overflow when unpacking long") after the report folder was
+    made. Refused like ``--workers``: at most 4 x the cores."""
+    import os
+
+    from ldp_audit.cli import main
+
+    out = tmp_path / "never"
+    n = 4 * (os.cpu_count() or 1) + 1
+    assert main([verb, "fedrl", "--threads", str(n), "--out", str(out)]) == 2
+    assert f"--threads must be <= {n - 1} (4 x the" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -204,3 +223,14 @@ def test_one_fedrl_update_is_the_straightforward_step_of_eqs_4_to_7() -> None:
                 got = nets[name].state(k)[p]
                 np.testing.assert_allclose(got, v.numpy(), rtol=1e-4, atol=1e-5, err_msg=p)
     assert loss == pytest.approx(want, rel=1e-5)
+
+
+def test_a_diverged_run_is_refused_by_name_before_its_release() -> None:
+    """Session 56 probe: ``train fedrl --lr 1e308`` (or 1e6) was refused as "x must be finite;
+    found nan at index (0, 0)" (the release's input check), naming no option."""
+    cfg = FedRLConfig(
+        n_maps=20, eval_maps=1, train_steps=20, learning_starts=1, methods=("fedrl",), lr=1e308
+    )
+    maps = generate_maps(8, 20, seed=0)
+    with pytest.raises(InvalidParameterError, match=r"fedrl diverged: .*\(lr=1e\+308\)"):
+        run_fedrl(cfg, seed=0, maps=maps, record=False, threads=1)

@@ -27,6 +27,7 @@ import math
 import os
 import platform
 import re
+import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -103,6 +104,22 @@ def _check_one(name: str, v: Any, tp: Any, b: dict[str, Any], optional: bool = F
             )
     if b.get("check") is not None:
         b["check"](v)
+
+
+def check_noise_levels(settings: Any, *names: str) -> None:
+    """Each value of the fields ``names`` of ``settings`` (noise levels: a number, or a grid's
+    tuple) is 0 (no noise) or a normal double: a positive subnormal such as 5e-324 passed the
+    fields' [0, max] bounds, then a run's own config refused it once the grid had started, or
+    once ``train dprl`` had written its run folder (session 56: ``reproduce dprl --obs-noise
+    5e-324``, ``reproduce fedrl --attack-sigmas 5e-324``, ``train dprl --noise-multiplier
+    5e-324``)."""
+    for name in names:
+        values = getattr(settings, name)
+        for v in values if isinstance(values, tuple) else (values,):
+            if 0.0 < v < sys.float_info.min:
+                raise InvalidParameterError(
+                    f"{name} must be 0 or >= {sys.float_info.min:g} (a normal double), got {v!r}"
+                )
 
 
 def check_fields(cfg: Any, **overrides: dict[str, Any]) -> None:

@@ -99,6 +99,16 @@ def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     parts.append(
         Estimate(size_opt, "the training updates", 0.0, flops_seconds(flops, str(cfg.device)))
     )
+    ev = int(cfg.eval_episodes)
+    if ev:  # the greedy evaluation plays every episode at once: a vector env and activations each
+        parts.append(
+            Estimate(
+                label(cli, "eval_episodes", "--eval-episodes", ev),
+                "the greedy evaluation",
+                ev * (_ENV_BYTES + 4 * h * _F32),
+                flops_seconds(ev * _MIN_EPISODE * 2 * p, str(cfg.device)),
+            )
+        )
     return parts
 
 

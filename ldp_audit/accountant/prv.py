@@ -106,4 +106,10 @@ def prv_epsilon(atoms: Mapping[DpEvent, int], *, delta: float, eps_error: float 
     # sample_rate 1 makes Opacus evaluate log(0) on a masked branch: harmless, silenced.
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")
-        return float(acc.get_epsilon(delta=delta, eps_error=err))
+        try:
+            return float(acc.get_epsilon(delta=delta, eps_error=err))
+        except (RuntimeError, ValueError) as exc:  # delta near 1: "Cannot compute epsilon";
+            # tiny: "Floating point errors will dominate" (session 56: exit 3 after training)
+            raise InvalidParameterError(
+                f"method 'prv' cannot compute epsilon at delta={delta!r} (Opacus: {exc})"
+            ) from None

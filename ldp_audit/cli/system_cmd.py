@@ -260,6 +260,8 @@ def _train(args: argparse.Namespace, s: Any, c: Any, kw: dict[str, Any]) -> int:
             x for x in systems.systems() if _light_config(x) and isinstance(cfg, x.config_class)
         )
         c = s.train_command
+    if getattr(args, "threads", None):  # fedrl's torch threads (2**63 - 1: exit 3)
+        check_workers(args.threads, "--threads")
     _before_work(args, s, c, cfg, f"train {s.name}", cli=True)
     mode = run_mode(args)
     if mode == "new":
@@ -308,6 +310,8 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
         with options_named(cls):  # the options given; the others: its defaults
             settings = from_args(cls, args)
+            if getattr(settings, "threads", None):  # fedrl's torch threads (2**63 - 1: exit 3)
+                check_workers(settings.threads, "--threads")
             where = backend_options(args)  # --backend/--address/--workers: usage errors first
             _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
         out = _out(args, c, settings)

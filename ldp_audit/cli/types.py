@@ -177,12 +177,12 @@ def check_out_for_mode(out: str | None, mode: str, c: Any) -> None:
     )
 
 
-def check_workers(workers: int) -> int:
-    """Refuse a worker count far above this machine's cores (4x)."""
+def check_workers(workers: int, name: str = "--workers") -> int:
+    """Refuse a worker (or ``--threads``) count far above this machine's cores (4x)."""
     cores = os.cpu_count() or 1
     if workers > 4 * cores:
         raise InvalidParameterError(
-            f"--workers must be <= {4 * cores} (4 x the {cores} CPU cores here), got {workers}"
+            f"{name} must be <= {4 * cores} (4 x the {cores} CPU cores here), got {workers}"
         )
     return workers
 

@@ -15,7 +15,7 @@ import numpy as np
 from ldp_audit.config import bounds, config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
-from ldp_audit.training.reproduction import check_fields
+from ldp_audit.training.reproduction import check_fields, check_noise_levels
 
 __all__ = [
     "ALGOS",
@@ -186,6 +186,7 @@ class DprlConfig:
         # every field's type and bounds (its metadata); the noise is added to float32 weights /
         # observations: a noise_multiplier or clip above MAX_SCALE would overflow them
         check_fields(self)
+        check_noise_levels(self, "noise_multiplier")  # 5e-324: refused after the run folder
         for name, want, needs in (
             ("budget_epsilon", "dpsgd", "is a central DP-SGD budget: it needs"),
             ("canaries", "dpsgd", "audit DP-SGD training: they need"),
@@ -366,3 +367,12 @@ class ReproduceSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_noise_levels(self, "dpsgd_noise", "obs_noise")
+        from ldp_audit.training.dprl.reproduce_runs import AUDIT_DQN  # (it imports this module)
+
+        n = DprlConfig(**AUDIT_DQN).n_params  # REINFORCE's runs take min(audit_canaries, 898)
+        if self.audit_canaries > n:  # named here, not as the audit run's "canaries" (session 56)
+            raise InvalidParameterError(
+                f"audit_canaries must be <= {n} (the parameters of the audit table's DQN: the "
+                f"canary directions are orthonormal), got {self.audit_canaries}"
+            )

@@ -24,7 +24,13 @@ from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
 from ldp_audit.training.fedrl.gridworld import VectorGridWorld, generate_maps
 from ldp_audit.training.fedrl.mechanisms import MAX_SCALE, MIN_BOUND, OutputMechanism
 from ldp_audit.training.fedrl.metrics import cp_interval, table_metrics
-from ldp_audit.training.reproduction import check_fields, loadavg, provenance, write_report
+from ldp_audit.training.reproduction import (
+    check_fields,
+    check_noise_levels,
+    loadavg,
+    provenance,
+    write_report,
+)
 
 __all__ = [
     "ReproConfig",
@@ -113,6 +119,7 @@ class ReproConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_noise_levels(self, "attack_sigmas")
         if len(self.train_steps) not in (1, len(self.sizes)):
             raise InvalidParameterError(
                 f"train_steps (--train-steps) must give one value or one per size "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,8 @@ def _check_run(cfg: FedRLConfig, seed: Any, threads: Any, force: bool) -> str:
     from ldp_audit.training.sizes import fedrl_estimates
 
     check_int(seed, "seed", minimum=0)
-    if threads is not None:
-        check_int(threads, "threads", minimum=1)
+    if threads is not None:  # torch.set_num_threads(2**63 - 1): a raw ValueError (session 56)
+        check_int(threads, "threads", minimum=1, maximum=4 * (os.cpu_count() or 1))
     device = resolve_device(cfg.device)
     check_resources(fedrl_estimates(cfg), force=force)  # absurd sizes: refused before any work
     load_libraries()  # before the run folder: a signal held in an import leaves none
