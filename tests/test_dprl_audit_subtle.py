@@ -18,14 +18,14 @@ import pytest
 import torch
 
 from ldp_audit.attacks.one_run_dprl import audit_run
-from ldp_audit.training.dprl.config import DprlConfig, ReproduceSettings
-from ldp_audit.training.dprl.reproduce_report import readme
-from ldp_audit.training.dprl.reproduce_runs import (
+from ldp_audit.training.dprl.config import (
     AUDIT_DQN,
     AUDIT_REINFORCE,
-    audit_cases,
-    audit_one,
+    DprlConfig,
+    ReproduceSettings,
 )
+from ldp_audit.training.dprl.reproduce_report import readme
+from ldp_audit.training.dprl.reproduce_runs import audit_cases, audit_one
 from ldp_audit.training.dprl.trainer import train
 
 torch.set_num_threads(1)

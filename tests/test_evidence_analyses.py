@@ -501,7 +501,10 @@ def test_an_extra_folder_with_a_hand_written_manifest_is_no_sealed_run(
     man = {"status": "complete", "files": {"audit.json": sha}}
     (fake / "manifest.json").write_text(json.dumps(man))
     assert main(["report", str(run), str(fake), "-o", str(tmp_path / "r")]) == 2
-    assert "fake/audit.json' is not sealed for this run" in capsys.readouterr().err
+    # refused at the folder's check: its config.json is no file its manifest lists (the forgery
+    # would be next: "fake/audit.json' is not sealed for this run")
+    err = capsys.readouterr().err
+    assert "fake/config.json was not in the run when it was verified (added since)" in err, err
     assert not (tmp_path / "r").exists()
 
 

@@ -115,7 +115,7 @@ def check_noise_levels(settings: Any, *names: str) -> None:
     5e-324``)."""
     for name in names:
         values = getattr(settings, name)
-        for v in values if isinstance(values, tuple) else (values,):
+        for v in values if isinstance(values, (tuple, list)) else (values,):
             if 0.0 < v < sys.float_info.min:
                 raise InvalidParameterError(
                     f"{name} must be 0 or >= {sys.float_info.min:g} (a normal double), got {v!r}"

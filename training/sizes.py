@@ -316,8 +316,7 @@ def dprl_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
     """``reproduce dprl`` (:class:`~ldp_audit.training.dprl.config.ReproduceSettings`): the
     noise grid's REINFORCE and DQN runs and the audit table's canary runs (command-line
     labels)."""
-    from ldp_audit.training.dprl.config import DprlConfig
-    from ldp_audit.training.dprl.reproduce_runs import AUDIT_DQN, AUDIT_REINFORCE
+    from ldp_audit.training.dprl.config import AUDIT_DQN, AUDIT_REINFORCE, DprlConfig
 
     grid = (len(s.dpsgd_noise) + len(s.obs_noise)) * int(s.seeds)
     jobs = []

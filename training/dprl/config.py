@@ -19,6 +19,8 @@ from ldp_audit.training.reproduction import check_fields, check_noise_levels
 
 __all__ = [
     "ALGOS",
+    "AUDIT_DQN",
+    "AUDIT_REINFORCE",
     "DQN_PRESET_NAMES",
     "ReproduceSettings",
     "MAX_SCALE",
@@ -319,6 +321,21 @@ DQN_PRESET_NAMES = ("solves", "legacy")
 _NOISE = bounds(minimum=0.0, maximum=MAX_SCALE)
 
 
+#: One-run audit configuration of REINFORCE (40 updates of 4 episodes, sigma 6, C 10; 800
+#: orthonormal gradient canaries of raw norm 10 C): few data episodes per update keep the
+#: white-box mechanism test's worst-case data slack (``n_t ||w||`` per update) small.
+AUDIT_REINFORCE: dict[str, Any] = dict(
+    algo="reinforce", privacy="dpsgd", episodes=160, num_envs=4, canaries=800,
+    noise_multiplier=6.0, clip=10.0,
+)  # fmt: skip
+#: One-run audit configuration of DQN: hidden 64, Poisson rate q = 1/2 from a 2-transition
+#: buffer (at most 2 data transitions per update), 100 updates, sigma 3, C 1, 800 canaries.
+AUDIT_DQN: dict[str, Any] = dict(
+    algo="dqn", privacy="dpsgd", hidden=64, total_steps=102, learning_starts=2, buffer_size=2,
+    batch_size=1, train_frequency=1, canaries=800, noise_multiplier=3.0, clip=1.0,
+)  # fmt: skip
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReproduceSettings:
     """Scale of the reproduction (defaults: what fits ~15 minutes on 2 shared cores).
@@ -368,8 +385,6 @@ class ReproduceSettings:
     def __post_init__(self) -> None:
         check_fields(self)
         check_noise_levels(self, "dpsgd_noise", "obs_noise")
-        from ldp_audit.training.dprl.reproduce_runs import AUDIT_DQN  # (it imports this module)
-
         n = DprlConfig(**AUDIT_DQN).n_params  # REINFORCE's runs take min(audit_canaries, 898)
         if self.audit_canaries > n:  # named here, not as the audit run's "canaries" (session 56)
             raise InvalidParameterError(

@@ -18,12 +18,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.training.dprl.config import DprlConfig, ReproduceSettings
+from ldp_audit.training.dprl.config import (
+    AUDIT_DQN,
+    AUDIT_REINFORCE,
+    DprlConfig,
+    ReproduceSettings,
+)
 from ldp_audit.training.reproduction import cache_path, cached
 
 __all__ = [
-    "AUDIT_DQN",
-    "AUDIT_REINFORCE",
     "audit_cases",
     "audit_one",
     "audit_summary",
@@ -37,20 +40,6 @@ __all__ = [
     "run_one",
     "true_epsilon",
 ]
-
-#: One-run audit configuration of REINFORCE (40 updates of 4 episodes, sigma 6, C 10; 800
-#: orthonormal gradient canaries of raw norm 10 C): few data episodes per update keep the
-#: white-box mechanism test's worst-case data slack (``n_t ||w||`` per update) small.
-AUDIT_REINFORCE: dict[str, Any] = dict(
-    algo="reinforce", privacy="dpsgd", episodes=160, num_envs=4, canaries=800,
-    noise_multiplier=6.0, clip=10.0,
-)  # fmt: skip
-#: One-run audit configuration of DQN: hidden 64, Poisson rate q = 1/2 from a 2-transition
-#: buffer (at most 2 data transitions per update), 100 updates, sigma 3, C 1, 800 canaries.
-AUDIT_DQN: dict[str, Any] = dict(
-    algo="dqn", privacy="dpsgd", hidden=64, total_steps=102, learning_starts=2, buffer_size=2,
-    batch_size=1, train_frequency=1, canaries=800, noise_multiplier=3.0, clip=1.0,
-)  # fmt: skip
 
 
 def broken_hooks() -> dict[str, Any]:
