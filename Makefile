@@ -45,7 +45,7 @@ lint: $(STAMP)
 # difference (`python -m pytest` alone still runs the same tests serially).
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 # The committed reports/pgc-a3c/: the paper's scale (10 settings x 20 trials x 90,000
 # submissions; a trial stops once its FST is known), Figure 2 from separate full-length runs of
