@@ -38,11 +38,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/check_private_imports.py
 
-# Two pytest-xdist workers (the 2-core machine the suite is sized for). 2026-12-07 (session 55),
-# quiet 2-core machine: 3,972 tests in 706 s and 685 s of pytest (fresh clone, 13 min 34 s wall
-# with the venv build); the code of the session before (3,899 tests, 474-530 s three hours earlier)
-# took 677 s on the same machine that hour, so the machine, not the new tests, made the
-# difference (`python -m pytest` alone still runs the same tests serially).
+# Two pytest-xdist workers (the 2-core machine the suite is sized for), work-stealing: an idle
+# worker takes queued tests from the busy one at the end of the run. 2026-12-07 (session 56),
+# fresh clone on the 2-core machine: 4,016 tests in 584 s of pytest with --dist worksteal, 639 s
+# with the default scheduling (706 s / 769 s wall with the venv build); stop 55's 3,972 tests took
+# 732 s there the same afternoon (its CI: 887 s). Three workers: 636 s against two's 606 s in the
+# warm checkout. (`python -m pytest` alone still runs the same tests serially.)
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal
