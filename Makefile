@@ -40,8 +40,8 @@ lint: $(STAMP)
 
 # Two pytest-xdist workers (the 2-core machine the suite is sized for), work-stealing: an idle
 # worker takes queued tests from the busy one at the end of the run. 2026-12-07 (session 56),
-# fresh clone on the 2-core machine: 4,016 tests in 584 s of pytest with --dist worksteal, 639 s
-# with the default scheduling (706 s / 769 s wall with the venv build); stop 55's 3,972 tests took
+# fresh clone on the 2-core machine: 4,016 tests in 584 s and 644 s (two runs, 19:40 and 19:57 UTC)
+# of pytest with --dist worksteal, 639 s with the default scheduling (706 s / 769 s wall with the venv build); stop 55's 3,972 tests took
 # 732 s there the same afternoon (its CI: 887 s). Three workers: 636 s against two's 606 s in the
 # warm checkout. (`python -m pytest` alone still runs the same tests serially.)
 test: $(STAMP) lint
