@@ -47,21 +47,28 @@ def _ledger_key(tmp_path_factory):
         yield key_dir / "ledger.key"
 
 
-@pytest.fixture(scope="session")
-def flower_runs(request, tmp_path_factory):
-    """The Flower runs of tests/flower_runs.py whose tests are selected, started when the first
-    test that needs one starts (two at a time, in background threads); name -> Future.
+@pytest.fixture(scope="session", autouse=True)
+def _flower_pool(request, tmp_path_factory, _ledger_key):
+    """The Flower runs of tests/flower_runs.py whose tests are selected, started in background
+    threads (two at a time) before the session's first test, so that the minutes they spend
+    waiting for SuperLinks, SuperNodes and Ray overlap the other tests; name -> Future
+    (empty without Flower, or when none of their tests is selected).
 
     Each run happens once per test session: a pytest-xdist worker runs it under a file lock in
     the session's shared folder and leaves its result there (pickled), and the other worker,
     whose tests of the same files need it too (``--dist load`` splits files), waits for the lock
-    and reads it. Each worker started every run before (session 54: 8 Flower runs for 4)."""
+    and reads it. Until session 57 the runs started with the first test that needed one, whose
+    worker then waited for them (41 s of setup for test_flower.py's first test)."""
+    import importlib.util
     import pickle
     from concurrent.futures import ThreadPoolExecutor
 
     from filelock import FileLock
 
-    pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
+    selected = {item.name for item in request.session.items}
+    if importlib.util.find_spec("flwr") is None:
+        yield {}
+        return
     from tests.flower_runs import RUNS
 
     shared = tmp_path_factory.getbasetemp()
@@ -76,10 +83,16 @@ def flower_runs(request, tmp_path_factory):
                 done.write_bytes(pickle.dumps(result))
             return pickle.loads(done.read_bytes())
 
-    selected = {item.name for item in request.session.items}
     with ThreadPoolExecutor(2) as pool:
         yield {
             name: pool.submit(once, name, run)
             for name, (tests, run) in RUNS.items()
             if selected.intersection(tests)
         }
+
+
+@pytest.fixture(scope="session")
+def flower_runs(_flower_pool):
+    """The started Flower runs (:func:`_flower_pool`); skips the test without Flower."""
+    pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
+    return _flower_pool

@@ -1,9 +1,9 @@
 """The default run's Flower runs, started ahead of the tests that read them.
 
 A Flower run spends most of its wall time waiting for its SuperLink, SuperNodes and Ray to
-start (about 7 s of CPU in 17-24 s wall on the quiet 2-core machine), so the session fixture
-``flower_runs`` (tests/conftest.py) starts every run below whose tests are selected when the
-first of those tests starts, two at a time in background threads, in this order; each test
+start (about 7 s of CPU in 17-24 s wall on the quiet 2-core machine), so the autouse session
+fixture ``_flower_pool`` (tests/conftest.py) starts every run below whose tests are selected
+before the session's first test, two at a time in background threads, in this order; each test
 waits only for its own run (``flower_runs[NAME].result()``; a run's failure, a ``pytest.fail``
 from :func:`tests.flower_deploy.run_on_superlink` too, is raised there). Each run has its own
 folder, SuperLink port and ``FLWR_HOME``.
