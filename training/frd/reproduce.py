@@ -289,6 +289,11 @@ def _sweep(
     return results, float(sum(cpu for _, cpu in outs))
 
 
+#: what a leak row keeps of its attack's result (AttackResult.to_dict())
+_LEAK_KEYS = ("n", "accuracy", "accuracy_ci", "chance", "ceiling", "composed_epsilon",
+              "reports_per_agent", "epsilon_lower_bound", "violation")  # fmt: skip
+
+
 def _leak_task(item: dict[str, Any]) -> dict[str, Any]:
     """One leak run (a :func:`ldp_audit.backends.run_tasks` task): train ``cfg`` with ``seed``
     into its own run directory (a temporary one when ``run_dir`` is None), attack it with
@@ -314,20 +319,7 @@ def _leak_task(item: dict[str, Any]) -> dict[str, Any]:
         "gravities": list(cfg.gravities),
         "mode": cfg.mode,
         "epsilon_per_upload": "inf" if eps is None else eps,
-        **{
-            k: d[k]
-            for k in (
-                "n",
-                "accuracy",
-                "accuracy_ci",
-                "chance",
-                "ceiling",
-                "composed_epsilon",
-                "reports_per_agent",
-                "epsilon_lower_bound",
-                "violation",
-            )
-        },  # fmt: skip
+        **{k: d[k] for k in _LEAK_KEYS},
         "guesses": d["extra"].get("guesses"),
         "truth_counts": d["extra"].get("truth_counts"),
     }
