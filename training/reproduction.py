@@ -27,7 +27,6 @@ import math
 import os
 import platform
 import re
-import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir.files import json_real, read_json, to_jsonable, write_json_file
 from ldp_audit.rundir.writer import machine
+from ldp_audit.validation import check_normal
 
 __all__ = [
     "cache_path",
@@ -116,10 +116,7 @@ def check_noise_levels(settings: Any, *names: str) -> None:
     for name in names:
         values = getattr(settings, name)
         for v in values if isinstance(values, (tuple, list)) else (values,):
-            if 0.0 < v < sys.float_info.min:
-                raise InvalidParameterError(
-                    f"{name} must be 0 or >= {sys.float_info.min:g} (a normal double), got {v!r}"
-                )
+            check_normal(v, name, zero=True)
 
 
 def check_fields(cfg: Any, **overrides: dict[str, Any]) -> None:
