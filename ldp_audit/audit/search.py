@@ -99,35 +99,13 @@ def select_events(
     for p, (x, x2) in enumerate(pair_list):
         ra1, ra2, rb1, rb2, re1, re2 = sel.streams[p].spawn(6)
         sel.est_rngs.append((re1, re2))
-        # width of one output row, from a small probe, so chunks stay ~2^22 values even
-        # when outputs are much wider than inputs (one-hot encodings)
-        t8 = time.perf_counter()
-        y8, raw8 = privatize_rows(mechanism, x, 8, ra1, raw=True)
-        t8 = time.perf_counter() - t8
-        width = max(x.shape[0], y8.shape[1])
+        user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
+        y8, raw8 = _first_calls(mechanism, x, x2, (ra1, ra2), user_stats, o, sel, p == 0, total)
         if raw8.dtype.kind in "iu" and (raw8.max() > 2**53 or raw8.min() < -(2**53)):
             sel.big_ints = True
-        user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
-        t_s = time.perf_counter()
-        for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
-            st.values(raw8)
-        t_s = time.perf_counter() - t_s  # a row's time is its draw's and its scores'
-        sel.stat_row = sel.stat_row or t_s / 8
-        same_dtype(mechanism, x, x2, raw8, ra2)
-        if p == 0:  # after the checks above: an error names the user's code first
-            t0 = time.perf_counter()
-            sel.unseeded = not seeded_by(mechanism, x, ra1)
-            t8 = min(t8, (time.perf_counter() - t0) / 2)  # the fastest of the three 8-row calls
-            if not o.force:
-                _pilot_time(
-                    mechanism, x, ra1, t8 + t_s, width, o, total, len(pair_list), user_stats
-                )
-            if not sel.unseeded:  # after the pilot: 2,000 rows of a slow mechanism take long
-                repeats_refused(mechanism, x, ra1, width)
         # one row repeated 8 times: compared with the fit half's rows (shared randomness)
         sel.row8 = y8[0] if (y8 == y8[0]).all() else None
-        sel.widths.append(width)
-        sel.first.append((y8.shape[1], raw8.dtype))
+        width = sel.widths[p]
         del y8, raw8
         stats = _fit_statistics(mechanism, p, x, x2, (ra1, ra2), width, o, plan, sel, tick, total)
         stats = stats + user_stats
@@ -135,6 +113,46 @@ def select_events(
         sb2 = stream_values(mechanism, x2, plan.n_b, rb2, stats, tick, width, sel.first[p])
         _screen_pair(p, stats, sb1, sb2, o, plan, sel)
     return sel
+
+
+def _first_calls(
+    mechanism: Any,
+    x: np.ndarray,
+    x2: np.ndarray,
+    rngs: tuple[np.random.Generator, np.random.Generator],
+    user_stats: list[ScoreStatistic],
+    o: Options,
+    sel: Selection,
+    first_pair: bool,
+    total: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first 8-row call of a pair on x (its output width, so chunks stay ~2^22 values even
+    when outputs are much wider than inputs, and its dtype, added to ``sel``), the user
+    statistics checked on its outputs (shape, finiteness) and x2's dtype; on the first pair,
+    the seeding check, the time pilot and the repeats check. Returns the call's (float64, raw)
+    outputs."""
+    rng, rng2 = rngs
+    t8 = time.perf_counter()
+    y8, raw8 = privatize_rows(mechanism, x, 8, rng, raw=True)
+    t8 = time.perf_counter() - t8
+    width = max(x.shape[0], y8.shape[1])
+    t_s = time.perf_counter()
+    for st in user_stats:  # checked on 8 outputs before the work
+        st.values(raw8)
+    t_s = time.perf_counter() - t_s  # a row's time is its draw's and its scores'
+    sel.stat_row = sel.stat_row or t_s / 8
+    same_dtype(mechanism, x, x2, raw8, rng2)
+    if first_pair:  # after the checks above: an error names the user's code first
+        t0 = time.perf_counter()
+        sel.unseeded = not seeded_by(mechanism, x, rng)
+        t8 = min(t8, (time.perf_counter() - t0) / 2)  # the fastest of the three 8-row calls
+        if not o.force:
+            _pilot_time(mechanism, x, rng, t8 + t_s, width, o, total, len(sel.streams), user_stats)
+        if not sel.unseeded:  # after the pilot: 2,000 rows of a slow mechanism take long
+            repeats_refused(mechanism, x, rng, width)
+    sel.widths.append(width)
+    sel.first.append((y8.shape[1], raw8.dtype))
+    return y8, raw8
 
 
 def _fit_statistics(
@@ -329,22 +347,7 @@ def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
     sel = Selection(streams=o.rng.spawn(1), prof_best=[])
     probe, re1, re2 = sel.streams[0].spawn(3)
     sel.est_rngs.append((re1, re2))
-    t = [time.perf_counter()]
-    y8, raw8 = privatize_rows(mechanism, x, 8, probe, raw=True)
-    t.append(time.perf_counter())
-    stat.values(raw8 if stat.needs_raw else y8)  # checked on 8 outputs before the work
-    t.append(time.perf_counter())
-    same_dtype(mechanism, x, x2, raw8, re2)
-    t.append(time.perf_counter())
-    sel.unseeded = not seeded_by(mechanism, x, probe)
-    # as in the search: the fastest 8-row call, plus the event's time on its rows
-    t8 = min(t[1] - t[0], (time.perf_counter() - t[3]) / 2) + t[2] - t[1]
-    sel.widths.append(max(x.shape[0], y8.shape[1]))
-    sel.first.append((y8.shape[1], raw8.dtype))
-    if not o.force:
-        _pilot_time(mechanism, x, probe, t8, sel.widths[0], o, 2 * o.samples, 1, [stat])
-    if not sel.unseeded:
-        repeats_refused(mechanism, x, probe, sel.widths[0])
+    _first_calls(mechanism, x, x2, (probe, re2), [stat], o, sel, True, 2 * o.samples)
     return sel, Kept([Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))], 1, [], [])
 
 
