@@ -119,8 +119,10 @@ def resolve_key(
 def verify_open(store: RowStore, ledger_id: str, path: str) -> None:
     """The chain's tail (its last ``TAIL_ROWS`` rows) re-hashed against the head; the per-agent
     totals against the row count."""
-    rows, head = store.checked_head()[:2]
-    top = store.last_row_id()
+    wh = store.write_head()  # the head and the last row, in one read
+    if wh is None:
+        raise integrity_error(path, "the chain head is missing")
+    rows, head, top = wh.head.rows, wh.head.hash, wh.top_id
     if top != rows:
         raise integrity_error(
             path, f"the chain head records {rows} rows but the last row id is {top}"

@@ -597,15 +597,6 @@ class SqliteStore(RowStore):
 
     # ---- rows --------------------------------------------------------------------------------
 
-    def last_row_id(self) -> int:
-        return int(
-            self._conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {CHARGES_TABLE}").fetchone()[0]
-        )
-
-    def row_hash(self, i: int) -> bytes | None:
-        got = self._conn.execute(f"SELECT hash FROM {CHARGES_TABLE} WHERE id = ?", (i,)).fetchall()
-        return bytes(got[0][0]) if got else None
-
     def rows(
         self, first: int = 1, last: int | None = None, agent: str | None = None
     ) -> Iterator[tuple]:

@@ -162,7 +162,8 @@ class RowStore(LedgerStore):
 
     @abstractmethod
     def write_head(self) -> WriteHead | None:
-        """Inside :meth:`write`: the head, the last row and the change token (None: no head)."""
+        """The head, the last row and the change token, in one read (inside :meth:`write`, or
+        :meth:`read` on open; None: no head)."""
 
     @abstractmethod
     def committed_token(self, token: Hashable | None) -> Hashable | None:
@@ -180,19 +181,16 @@ class RowStore(LedgerStore):
     # ---- rows ------------------------------------------------------------------------------
 
     @abstractmethod
-    def last_row_id(self) -> int:
-        """The largest row id stored (0: none)."""
-
-    @abstractmethod
-    def row_hash(self, i: int) -> bytes | None:
-        """The stored hash of row ``i`` (None: no such row)."""
-
-    @abstractmethod
     def rows(
         self, first: int = 1, last: int | None = None, agent: str | None = None
     ) -> Iterable[tuple]:
         """Charge rows with ``first <= id <= last`` (all from ``first`` when ``last`` is None),
         only ``agent``'s when given, in id order."""
+
+    def row_hash(self, i: int) -> bytes | None:
+        """The stored hash of row ``i`` (None: no such row)."""
+        got = list(self.rows(i, i))
+        return bytes(got[0][7]) if got else None
 
     @abstractmethod
     def put_charges(
