@@ -26,6 +26,7 @@ from ldp_audit.mechanisms.laplace import laplace_kernels
 from ldp_audit.mechanisms.prs import prs_kernels
 from ldp_audit.training.pgc_a3c._kernels import (
     _H,
+    TrialBook,
     agg_one,
     choose_action,
     ended_episodes,
@@ -140,22 +141,11 @@ def fused_block(
     # ---- acting ----
     act_block: np.ndarray,  # (A, E) uniforms
     block_pos: np.ndarray,  # (1,) int64
-    alpha_g: np.ndarray,
     sample_g: np.ndarray,
     # ---- per trial (G) ----
     agg: tuple,  # the aggregator's state: agg_one's arrays (Aggregator.state), theta first
-    n_sub: np.ndarray,
+    book: TrialBook,  # record_scores' bookkeeping (submissions, alpha, stop criteria)
     next_agent: np.ndarray,
-    active: np.ndarray,
-    at_target: np.ndarray,
-    zoff: np.ndarray,
-    zeta: np.ndarray,
-    alpha0: np.ndarray,
-    alpha_decay: np.ndarray,
-    max_sub: np.ndarray,
-    stop_target: np.ndarray,
-    window: np.ndarray,
-    target: np.ndarray,
     gamma: np.ndarray,
     lam: np.ndarray,
     beta: np.ndarray,
@@ -219,6 +209,7 @@ def fused_block(
     SIGINT / SIGTERM, not after up to ``max_steps`` of them.
     """
     theta, version = agg[0], agg[3]
+    n_sub, active, max_sub, alpha_g = book.n_sub, book.active, book.max_sub, book.alpha_g
     n_rows = state.shape[1]
     n_trials = theta.shape[0]
     n_cfg = noise_ptr.shape[0]
@@ -390,10 +381,7 @@ def fused_block(
                     out_grad[o, kk] = grads[q, kk]
                 out_n[0] = o + 1
             agg_one(*agg, g, noisy[q])
-        any_ended = record_scores(
-            k_g[:m], k_sub[:m], k_score[:m], zoff, zeta, n_sub, alpha_g, alpha0, alpha_decay,
-            max_sub, stop_target, window, target, active, at_target,
-        )  # fmt: skip
+        any_ended = record_scores(k_g[:m], k_sub[:m], k_score[:m], book)
         # ---------------- restarts (trials still running) ----------------
         for q in range(nd):
             i = done[q]

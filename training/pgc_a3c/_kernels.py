@@ -20,6 +20,8 @@ theta[80:96] row 1, theta[96:112] theta_v.
 from __future__ import annotations
 
 import math
+from collections import namedtuple
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -398,29 +400,25 @@ def ended_episodes(
     return m
 
 
+#: The per-trial bookkeeping :func:`record_scores` updates, one array per field (trial g's entry
+#: at [g]; ``zeta_flat`` holds trial g's zeta_n from ``zoff[g]``), held once by each engine and
+#: passed whole to the compiled code
+TrialBook = namedtuple(
+    "TrialBook",
+    "zoff zeta_flat n_sub alpha_g alpha0 alpha_decay max_sub stop_target window target active "
+    "at_target",
+)
+
+
 @nb.njit(cache=True, nogil=True)
-def record_scores(
-    gs: np.ndarray,
-    sub_index: np.ndarray,
-    scores: np.ndarray,
-    zoff: np.ndarray,
-    zeta: np.ndarray,
-    n_sub: np.ndarray,
-    alpha: np.ndarray,
-    alpha0: np.ndarray,
-    alpha_decay: np.ndarray,
-    max_sub: np.ndarray,
-    stop_target: np.ndarray,
-    window: np.ndarray,
-    target: np.ndarray,
-    active: np.ndarray,
-    at_target: np.ndarray,
-) -> bool:
-    """Book the step's submissions: zeta_n of each (trial ``gs[i]``, 0-based n ``sub_index[i]``),
-    the trials' submission counts and exploration rates alpha = max{0, alpha0 - n/decay}, and the
-    stop criteria: a trial ends at ``max_sub`` submissions or, with ``stop_target``, as soon as a
-    window completed this step has mu_n >= target (eqs. 25-26; scores are whole step counts, so
-    the window sum is exact in any order). Returns whether some trial ended."""
+def record_scores(gs: np.ndarray, sub_index: np.ndarray, scores: np.ndarray, book: Any) -> bool:
+    """Book the step's submissions in ``book`` (a :data:`TrialBook`): zeta_n of each (trial
+    ``gs[i]``, 0-based n ``sub_index[i]``), the trials' submission counts and exploration rates
+    alpha = max{0, alpha0 - n/decay}, and the stop criteria: a trial ends at ``max_sub``
+    submissions or, with ``stop_target``, as soon as a window completed this step has mu_n >=
+    target (eqs. 25-26; scores are whole step counts, so the window sum is exact in any order).
+    Returns whether some trial ended."""
+    zoff, zeta, n_sub, active = book.zoff, book.zeta_flat, book.n_sub, book.active
     for i in range(gs.shape[0]):
         g = gs[i]
         zeta[zoff[g] + sub_index[i]] = scores[i]
@@ -428,21 +426,21 @@ def record_scores(
     ended = False
     for i in range(gs.shape[0]):
         g = gs[i]
-        alpha[g] = max(0.0, alpha0[g] - n_sub[g] / alpha_decay[g])
+        book.alpha_g[g] = max(0.0, book.alpha0[g] - n_sub[g] / book.alpha_decay[g])
         if not active[g]:
             continue
-        if n_sub[g] >= max_sub[g]:
+        if n_sub[g] >= book.max_sub[g]:
             active[g] = False
             ended = True
-        if stop_target[g]:
-            w = window[g]
+        if book.stop_target[g]:
+            w = book.window[g]
             lo = sub_index[i] - w + 1
             if lo >= 0:
                 total = 0.0
                 for j in range(lo, sub_index[i] + 1):
                     total += zeta[zoff[g] + j]
-                if total / w >= target[g]:
+                if total / w >= book.target[g]:
                     active[g] = False
-                    at_target[g] = True
+                    book.at_target[g] = True
                     ended = True
     return ended
