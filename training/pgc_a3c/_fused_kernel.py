@@ -31,6 +31,7 @@ from ldp_audit.training.pgc_a3c._kernels import (
     choose_action,
     ended_episodes,
     episode_grad_t,
+    grad_scratch,
     log_sigmoid_pair,
     observe,
     record_scores,
@@ -107,6 +108,7 @@ _SHARED = (
     log_sigmoid_pair,
     transpose_row,
     episode_grad_t,
+    grad_scratch,
     agg_one,
     ended_episodes,
     record_scores,
@@ -216,11 +218,7 @@ def fused_block(
     d = theta.shape[1]
     a_len = act_block.shape[0]
     r_len = reset_block.shape[1]
-    t_pad = obs_buf.shape[1]
-    hid = np.empty((t_pad, _H))
-    val = np.empty(t_pad)
-    dif = np.empty(t_pad)
-    vhat = np.empty(t_pad)
+    scratch = grad_scratch(obs_buf.shape[1])
     done = np.empty(n_rows, np.int64)
     row_term = np.empty(n_rows, np.bool_)
     row_trunc = np.empty(n_rows, np.bool_)
@@ -234,7 +232,6 @@ def fused_block(
     noisy = np.empty((n_rows, d))
     k_norm = np.empty(n_rows)
     prod = np.empty(_H)
-    gacc = np.empty(d)
     prs_bits = np.empty(d)  # the bits of a PRS report (d_hat <= d), not used here
     slow = np.zeros(n_cfg, np.bool_)
     for _ in range(max_steps):
@@ -307,7 +304,7 @@ def fused_block(
             observe(state, i, obs_buf, si, k_len[q])  # s_T, recorded
             k_score[q] = episode_grad_t(
                 row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, k_len[q], k_boot[q],
-                gamma[g], lam[g], beta[g], literal[g], grads[q], hid, val, dif, vhat, gacc,
+                gamma[g], lam[g], beta[g], literal[g], grads[q], scratch,
             )  # fmt: skip
             k_sub[q] += n_sub[g]  # the rank among the trial's arrivals -> the submission index
         # ---------------- agent side: randomise (agents were charged when they started) -----

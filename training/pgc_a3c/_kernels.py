@@ -162,20 +162,23 @@ def episode_gradients_kernel(
     - Eq. 16: L_p = -sum_t log pi(a_t|s_t) A_t - beta sum_t H(pi(.|s_t)) (eq. 13 for H).
     - Eq. 17 x lambda (eq. 15): L_v = lambda sum_t (V_hat_t - V(s_t))^2.
     """
-    t_pad = obs_buf.shape[1]  # >= every episode's T + 1
-    hid = np.empty((t_pad, _H))
-    val = np.empty(t_pad)
-    dif = np.empty(t_pad)
-    vhat = np.empty(t_pad)
+    scratch = grad_scratch(obs_buf.shape[1])  # the buffers hold every episode's T + 1 states
     tt = np.empty(112)
     wd = np.empty(_H)
-    gacc = np.empty(112)
     for m in range(rows.shape[0]):
         transpose_row(theta[m], tt, wd)
         scores[m] = episode_grad_t(
             tt, wd, rows[m], obs_buf, acts_buf, rews_buf, lengths[m], bootstrap[m], gamma[m],
-            lam[m], beta[m], literal[m], out[m], hid, val, dif, vhat, gacc,
+            lam[m], beta[m], literal[m], out[m], scratch,
         )  # fmt: skip
+
+
+@nb.njit(cache=True, nogil=True)
+def grad_scratch(t_pad: int) -> tuple:
+    """The scratch arrays of :func:`episode_grad_t` for episodes of up to ``t_pad - 1`` steps:
+    the hidden units (t_pad, 16), the values, logit differences and targets (t_pad,) and the
+    gradient accumulator (112,); allocated once per call of either engine's kernel."""
+    return np.empty((t_pad, _H)), np.empty(t_pad), np.empty(t_pad), np.empty(t_pad), np.empty(112)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -206,25 +209,22 @@ def episode_grad_t(
     b: float,
     lit: bool,
     out: np.ndarray,
-    hid: np.ndarray,
-    val: np.ndarray,
-    dif: np.ndarray,
-    vhat: np.ndarray,
-    gacc: np.ndarray,
+    scratch: tuple,
 ) -> float:
     """One episode of :func:`episode_gradients_kernel` (buffer row ``r``, length ``big_t``, the
     parameters transposed by :func:`transpose_row` into ``tt`` and ``wd``): writes the gradient
-    into ``out`` (112,, the engine's packing) and returns the score. The scratch arrays hold at
-    least ``big_t + 1`` rows (``gacc``: 112). The one implementation of eqs. 15-18 that both
-    engines call (the lock-step's :func:`episode_gradients_kernel` and the fused
-    :func:`~ldp_audit.training.pgc_a3c._fused_kernel.fused_block`), so they compute every gradient
-    with the same operations in the same order.
+    into ``out`` (112,, the engine's packing) and returns the score (``scratch``:
+    :func:`grad_scratch`'s arrays, of at least ``big_t + 1`` rows). The one implementation of
+    eqs. 15-18 that both engines call (the lock-step's :func:`episode_gradients_kernel` and the
+    fused :func:`~ldp_audit.training.pgc_a3c._fused_kernel.fused_block`), so they compute every
+    gradient with the same operations in the same order.
 
     Written so that the loops over the 16 hidden units vectorise, with the operations and order
     of the row-major scalar loop (before issue 25 the lock-step engine's ``_episode_grad``): the
     sums over units stay sequential, and a masked ``+= 0.0`` replaces a skipped ``+=``, which is
     exact because these sums start at +0.0 and so never hold -0.0.
     """
+    hid, val, dif, vhat, gacc = scratch
     for t in range(big_t + 1):
         s0 = obs_buf[r, t, 0]
         s1 = obs_buf[r, t, 1]
