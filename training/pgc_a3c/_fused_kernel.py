@@ -148,10 +148,7 @@ def fused_block(
     agg: tuple,  # the aggregator's state: agg_one's arrays (Aggregator.state), theta first
     book: TrialBook,  # record_scores' bookkeeping (submissions, alpha, stop criteria)
     next_agent: np.ndarray,
-    gamma: np.ndarray,
-    lam: np.ndarray,
-    beta: np.ndarray,
-    literal: np.ndarray,
+    loss: tuple,  # the loss constants (gamma, lam, beta, literal), per trial
     rounds: np.ndarray,
     rows_g: np.ndarray,  # live rows per trial
     gtable: np.ndarray,
@@ -212,6 +209,7 @@ def fused_block(
     """
     theta, version = agg[0], agg[3]
     n_sub, active, max_sub, alpha_g = book.n_sub, book.active, book.max_sub, book.alpha_g
+    gamma, lam, beta, literal = loss
     n_rows = state.shape[1]
     n_trials = theta.shape[0]
     n_cfg = noise_ptr.shape[0]

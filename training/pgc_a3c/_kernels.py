@@ -139,19 +139,17 @@ def episode_gradients_kernel(
     rews_buf: np.ndarray,
     lengths: np.ndarray,
     bootstrap: np.ndarray,
-    gamma: np.ndarray,
-    lam: np.ndarray,
-    beta: np.ndarray,
+    loss: tuple,
     out: np.ndarray,
     scores: np.ndarray,
-    literal: np.ndarray,
 ) -> None:
     """Gradient of the episode loss (eqs. 15-18) for M episodes, written into ``out`` (M, 112);
     ``scores[m]`` gets the episode's return sum_t r_t (zeta: the steps the pole stood).
 
     Episode m is stored in row ``rows[m]`` of the buffers: states ``obs_buf[r, :T+1]`` (T + 1
     states: s_0..s_T), actions ``acts_buf[r, :T]``, rewards ``rews_buf[r, :T]``, T = lengths[m].
-    Its parameters are ``theta[m]``.
+    Its parameters are ``theta[m]``, its loss constants ``loss`` = (gamma, lam, beta, literal),
+    each an (M,) array (the engines hold one such tuple, per trial).
 
     - Eq. 18 with the bootstrap discounted as in eq. 12: V_hat_t = r_t + gamma V_hat_{t+1},
       V_hat_T = V(s_T) if ``bootstrap[m]`` (episode cut at the step limit) else 0 (terminal).
@@ -162,6 +160,7 @@ def episode_gradients_kernel(
     - Eq. 16: L_p = -sum_t log pi(a_t|s_t) A_t - beta sum_t H(pi(.|s_t)) (eq. 13 for H).
     - Eq. 17 x lambda (eq. 15): L_v = lambda sum_t (V_hat_t - V(s_t))^2.
     """
+    gamma, lam, beta, literal = loss
     scratch = grad_scratch(obs_buf.shape[1])  # the buffers hold every episode's T + 1 states
     tt = np.empty(112)
     wd = np.empty(_H)

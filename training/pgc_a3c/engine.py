@@ -124,7 +124,8 @@ class Engine:
         def per(attr: str, dtype: Any = np.float64) -> np.ndarray:
             return np.array([getattr(self.configs[c], attr) for c in cfg_of], dtype=dtype)
 
-        self.gamma, self.lam, self.beta = per("gamma"), per("lam"), per("beta")
+        # eqs. 15-18's constants per trial (gamma, lam, beta, literal), as the kernels take them
+        self.loss = (per("gamma"), per("lam"), per("beta"), per("target", object) == "literal-eq18")
         self.alpha0, self.alpha_decay = per("alpha_start"), per("alpha_decay")
         self.sample_g = per("acting", object) == "sample"
         self.max_sub = per("max_submissions", np.int64)
@@ -132,7 +133,6 @@ class Engine:
         self.n_agents = per("n_agents", np.int64)
         self.stop_target = per("stop_at_target", bool)
         self.target, self.window = per("target_score"), per("window", np.int64)
-        self.literal = per("target", object) == "literal-eq18"
         self.agg = Aggregator(
             np.stack(thetas),
             per("effective_aggregator_lr"),
@@ -324,12 +324,9 @@ class Engine:
             self.rews,
             lengths,
             boot,
-            self.gamma[gs],
-            self.lam[gs],
-            self.beta[gs],
+            tuple(x[gs] for x in self.loss),
             grads,
             scores,
-            self.literal[gs],
         )
         sub_index = self.n_sub[gs] + rk
         cfg = self.cfg_of[gs]  # sorted: configs own contiguous blocks of trials

@@ -301,7 +301,7 @@ class FusedEngine(Engine):
                 self.row_agent, self.row_round, self.row_version, self.slot, self.row_tt,
                 self.row_wd, self.obs, self.acts, self.rews, self.S,
                 self.act_block, self.block_pos, self.sample_g, agg.state, self.book,
-                self.next_agent, self.gamma, self.lam, self.beta, self.literal,
+                self.next_agent, self.loss,
                 self.rounds, self.rows_g, self.gtable, self.glen, self.agtable, self.aglen,
                 self.reset_block, self.reset_ptr, self.paid, self.agent_cap, self.cfg_of,
                 self.mech_kind, self.coord_clip, self.clip_bound, self.noise, self.noise_ptr,
