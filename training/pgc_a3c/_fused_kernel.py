@@ -26,10 +26,12 @@ from ldp_audit.mechanisms.laplace import laplace_kernels
 from ldp_audit.mechanisms.prs import prs_kernels
 from ldp_audit.training.pgc_a3c._kernels import (
     _H,
+    TrialBook,
     agg_one,
     choose_action,
     ended_episodes,
     episode_grad_t,
+    grad_scratch,
     log_sigmoid_pair,
     observe,
     record_scores,
@@ -106,6 +108,7 @@ _SHARED = (
     log_sigmoid_pair,
     transpose_row,
     episode_grad_t,
+    grad_scratch,
     agg_one,
     ended_episodes,
     record_scores,
@@ -140,26 +143,12 @@ def fused_block(
     # ---- acting ----
     act_block: np.ndarray,  # (A, E) uniforms
     block_pos: np.ndarray,  # (1,) int64
-    alpha_g: np.ndarray,
     sample_g: np.ndarray,
     # ---- per trial (G) ----
     agg: tuple,  # the aggregator's state: agg_one's arrays (Aggregator.state), theta first
-    n_sub: np.ndarray,
+    book: TrialBook,  # record_scores' bookkeeping (submissions, alpha, stop criteria)
     next_agent: np.ndarray,
-    active: np.ndarray,
-    at_target: np.ndarray,
-    zoff: np.ndarray,
-    zeta: np.ndarray,
-    alpha0: np.ndarray,
-    alpha_decay: np.ndarray,
-    max_sub: np.ndarray,
-    stop_target: np.ndarray,
-    window: np.ndarray,
-    target: np.ndarray,
-    gamma: np.ndarray,
-    lam: np.ndarray,
-    beta: np.ndarray,
-    literal: np.ndarray,
+    loss: tuple,  # the loss constants (gamma, lam, beta, literal), per trial
     rounds: np.ndarray,
     rows_g: np.ndarray,  # live rows per trial
     gtable: np.ndarray,
@@ -219,17 +208,15 @@ def fused_block(
     SIGINT / SIGTERM, not after up to ``max_steps`` of them.
     """
     theta, version = agg[0], agg[3]
+    n_sub, active, max_sub, alpha_g = book.n_sub, book.active, book.max_sub, book.alpha_g
+    gamma, lam, beta, literal = loss
     n_rows = state.shape[1]
     n_trials = theta.shape[0]
     n_cfg = noise_ptr.shape[0]
     d = theta.shape[1]
     a_len = act_block.shape[0]
     r_len = reset_block.shape[1]
-    t_pad = obs_buf.shape[1]
-    hid = np.empty((t_pad, _H))
-    val = np.empty(t_pad)
-    dif = np.empty(t_pad)
-    vhat = np.empty(t_pad)
+    scratch = grad_scratch(obs_buf.shape[1])
     done = np.empty(n_rows, np.int64)
     row_term = np.empty(n_rows, np.bool_)
     row_trunc = np.empty(n_rows, np.bool_)
@@ -243,7 +230,6 @@ def fused_block(
     noisy = np.empty((n_rows, d))
     k_norm = np.empty(n_rows)
     prod = np.empty(_H)
-    gacc = np.empty(d)
     prs_bits = np.empty(d)  # the bits of a PRS report (d_hat <= d), not used here
     slow = np.zeros(n_cfg, np.bool_)
     for _ in range(max_steps):
@@ -316,7 +302,7 @@ def fused_block(
             observe(state, i, obs_buf, si, k_len[q])  # s_T, recorded
             k_score[q] = episode_grad_t(
                 row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, k_len[q], k_boot[q],
-                gamma[g], lam[g], beta[g], literal[g], grads[q], hid, val, dif, vhat, gacc,
+                gamma[g], lam[g], beta[g], literal[g], grads[q], scratch,
             )  # fmt: skip
             k_sub[q] += n_sub[g]  # the rank among the trial's arrivals -> the submission index
         # ---------------- agent side: randomise (agents were charged when they started) -----
@@ -390,10 +376,7 @@ def fused_block(
                     out_grad[o, kk] = grads[q, kk]
                 out_n[0] = o + 1
             agg_one(*agg, g, noisy[q])
-        any_ended = record_scores(
-            k_g[:m], k_sub[:m], k_score[:m], zoff, zeta, n_sub, alpha_g, alpha0, alpha_decay,
-            max_sub, stop_target, window, target, active, at_target,
-        )  # fmt: skip
+        any_ended = record_scores(k_g[:m], k_sub[:m], k_score[:m], book)
         # ---------------- restarts (trials still running) ----------------
         for q in range(nd):
             i = done[q]

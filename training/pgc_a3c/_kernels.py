@@ -20,6 +20,8 @@ theta[80:96] row 1, theta[96:112] theta_v.
 from __future__ import annotations
 
 import math
+from collections import namedtuple
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -137,19 +139,17 @@ def episode_gradients_kernel(
     rews_buf: np.ndarray,
     lengths: np.ndarray,
     bootstrap: np.ndarray,
-    gamma: np.ndarray,
-    lam: np.ndarray,
-    beta: np.ndarray,
+    loss: tuple,
     out: np.ndarray,
     scores: np.ndarray,
-    literal: np.ndarray,
 ) -> None:
     """Gradient of the episode loss (eqs. 15-18) for M episodes, written into ``out`` (M, 112);
     ``scores[m]`` gets the episode's return sum_t r_t (zeta: the steps the pole stood).
 
     Episode m is stored in row ``rows[m]`` of the buffers: states ``obs_buf[r, :T+1]`` (T + 1
     states: s_0..s_T), actions ``acts_buf[r, :T]``, rewards ``rews_buf[r, :T]``, T = lengths[m].
-    Its parameters are ``theta[m]``.
+    Its parameters are ``theta[m]``, its loss constants ``loss`` = (gamma, lam, beta, literal),
+    each an (M,) array (the engines hold one such tuple, per trial).
 
     - Eq. 18 with the bootstrap discounted as in eq. 12: V_hat_t = r_t + gamma V_hat_{t+1},
       V_hat_T = V(s_T) if ``bootstrap[m]`` (episode cut at the step limit) else 0 (terminal).
@@ -160,20 +160,24 @@ def episode_gradients_kernel(
     - Eq. 16: L_p = -sum_t log pi(a_t|s_t) A_t - beta sum_t H(pi(.|s_t)) (eq. 13 for H).
     - Eq. 17 x lambda (eq. 15): L_v = lambda sum_t (V_hat_t - V(s_t))^2.
     """
-    t_pad = obs_buf.shape[1]  # >= every episode's T + 1
-    hid = np.empty((t_pad, _H))
-    val = np.empty(t_pad)
-    dif = np.empty(t_pad)
-    vhat = np.empty(t_pad)
+    gamma, lam, beta, literal = loss
+    scratch = grad_scratch(obs_buf.shape[1])  # the buffers hold every episode's T + 1 states
     tt = np.empty(112)
     wd = np.empty(_H)
-    gacc = np.empty(112)
     for m in range(rows.shape[0]):
         transpose_row(theta[m], tt, wd)
         scores[m] = episode_grad_t(
             tt, wd, rows[m], obs_buf, acts_buf, rews_buf, lengths[m], bootstrap[m], gamma[m],
-            lam[m], beta[m], literal[m], out[m], hid, val, dif, vhat, gacc,
+            lam[m], beta[m], literal[m], out[m], scratch,
         )  # fmt: skip
+
+
+@nb.njit(cache=True, nogil=True)
+def grad_scratch(t_pad: int) -> tuple:
+    """The scratch arrays of :func:`episode_grad_t` for episodes of up to ``t_pad - 1`` steps:
+    the hidden units (t_pad, 16), the values, logit differences and targets (t_pad,) and the
+    gradient accumulator (112,); allocated once per call of either engine's kernel."""
+    return np.empty((t_pad, _H)), np.empty(t_pad), np.empty(t_pad), np.empty(t_pad), np.empty(112)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -204,25 +208,22 @@ def episode_grad_t(
     b: float,
     lit: bool,
     out: np.ndarray,
-    hid: np.ndarray,
-    val: np.ndarray,
-    dif: np.ndarray,
-    vhat: np.ndarray,
-    gacc: np.ndarray,
+    scratch: tuple,
 ) -> float:
     """One episode of :func:`episode_gradients_kernel` (buffer row ``r``, length ``big_t``, the
     parameters transposed by :func:`transpose_row` into ``tt`` and ``wd``): writes the gradient
-    into ``out`` (112,, the engine's packing) and returns the score. The scratch arrays hold at
-    least ``big_t + 1`` rows (``gacc``: 112). The one implementation of eqs. 15-18 that both
-    engines call (the lock-step's :func:`episode_gradients_kernel` and the fused
-    :func:`~ldp_audit.training.pgc_a3c._fused_kernel.fused_block`), so they compute every gradient
-    with the same operations in the same order.
+    into ``out`` (112,, the engine's packing) and returns the score (``scratch``:
+    :func:`grad_scratch`'s arrays, of at least ``big_t + 1`` rows). The one implementation of
+    eqs. 15-18 that both engines call (the lock-step's :func:`episode_gradients_kernel` and the
+    fused :func:`~ldp_audit.training.pgc_a3c._fused_kernel.fused_block`), so they compute every
+    gradient with the same operations in the same order.
 
     Written so that the loops over the 16 hidden units vectorise, with the operations and order
     of the row-major scalar loop (before issue 25 the lock-step engine's ``_episode_grad``): the
     sums over units stay sequential, and a masked ``+= 0.0`` replaces a skipped ``+=``, which is
     exact because these sums start at +0.0 and so never hold -0.0.
     """
+    hid, val, dif, vhat, gacc = scratch
     for t in range(big_t + 1):
         s0 = obs_buf[r, t, 0]
         s1 = obs_buf[r, t, 1]
@@ -398,29 +399,25 @@ def ended_episodes(
     return m
 
 
+#: The per-trial bookkeeping :func:`record_scores` updates, one array per field (trial g's entry
+#: at [g]; ``zeta_flat`` holds trial g's zeta_n from ``zoff[g]``), held once by each engine and
+#: passed whole to the compiled code
+TrialBook = namedtuple(
+    "TrialBook",
+    "zoff zeta_flat n_sub alpha_g alpha0 alpha_decay max_sub stop_target window target active "
+    "at_target",
+)
+
+
 @nb.njit(cache=True, nogil=True)
-def record_scores(
-    gs: np.ndarray,
-    sub_index: np.ndarray,
-    scores: np.ndarray,
-    zoff: np.ndarray,
-    zeta: np.ndarray,
-    n_sub: np.ndarray,
-    alpha: np.ndarray,
-    alpha0: np.ndarray,
-    alpha_decay: np.ndarray,
-    max_sub: np.ndarray,
-    stop_target: np.ndarray,
-    window: np.ndarray,
-    target: np.ndarray,
-    active: np.ndarray,
-    at_target: np.ndarray,
-) -> bool:
-    """Book the step's submissions: zeta_n of each (trial ``gs[i]``, 0-based n ``sub_index[i]``),
-    the trials' submission counts and exploration rates alpha = max{0, alpha0 - n/decay}, and the
-    stop criteria: a trial ends at ``max_sub`` submissions or, with ``stop_target``, as soon as a
-    window completed this step has mu_n >= target (eqs. 25-26; scores are whole step counts, so
-    the window sum is exact in any order). Returns whether some trial ended."""
+def record_scores(gs: np.ndarray, sub_index: np.ndarray, scores: np.ndarray, book: Any) -> bool:
+    """Book the step's submissions in ``book`` (a :data:`TrialBook`): zeta_n of each (trial
+    ``gs[i]``, 0-based n ``sub_index[i]``), the trials' submission counts and exploration rates
+    alpha = max{0, alpha0 - n/decay}, and the stop criteria: a trial ends at ``max_sub``
+    submissions or, with ``stop_target``, as soon as a window completed this step has mu_n >=
+    target (eqs. 25-26; scores are whole step counts, so the window sum is exact in any order).
+    Returns whether some trial ended."""
+    zoff, zeta, n_sub, active = book.zoff, book.zeta_flat, book.n_sub, book.active
     for i in range(gs.shape[0]):
         g = gs[i]
         zeta[zoff[g] + sub_index[i]] = scores[i]
@@ -428,21 +425,21 @@ def record_scores(
     ended = False
     for i in range(gs.shape[0]):
         g = gs[i]
-        alpha[g] = max(0.0, alpha0[g] - n_sub[g] / alpha_decay[g])
+        book.alpha_g[g] = max(0.0, book.alpha0[g] - n_sub[g] / book.alpha_decay[g])
         if not active[g]:
             continue
-        if n_sub[g] >= max_sub[g]:
+        if n_sub[g] >= book.max_sub[g]:
             active[g] = False
             ended = True
-        if stop_target[g]:
-            w = window[g]
+        if book.stop_target[g]:
+            w = book.window[g]
             lo = sub_index[i] - w + 1
             if lo >= 0:
                 total = 0.0
                 for j in range(lo, sub_index[i] + 1):
                     total += zeta[zoff[g] + j]
-                if total / w >= target[g]:
+                if total / w >= book.target[g]:
                     active[g] = False
-                    at_target[g] = True
+                    book.at_target[g] = True
                     ended = True
     return ended

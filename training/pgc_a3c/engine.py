@@ -29,6 +29,7 @@ from ldp_audit.mechanisms import Mechanism
 from ldp_audit.release import Charging, release_many
 from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
 from ldp_audit.training.pgc_a3c._kernels import (
+    TrialBook,
     act_and_record,
     ended_episodes,
     episode_gradients_kernel,
@@ -123,7 +124,8 @@ class Engine:
         def per(attr: str, dtype: Any = np.float64) -> np.ndarray:
             return np.array([getattr(self.configs[c], attr) for c in cfg_of], dtype=dtype)
 
-        self.gamma, self.lam, self.beta = per("gamma"), per("lam"), per("beta")
+        # eqs. 15-18's constants per trial (gamma, lam, beta, literal), as the kernels take them
+        self.loss = (per("gamma"), per("lam"), per("beta"), per("target", object) == "literal-eq18")
         self.alpha0, self.alpha_decay = per("alpha_start"), per("alpha_decay")
         self.sample_g = per("acting", object) == "sample"
         self.max_sub = per("max_submissions", np.int64)
@@ -131,7 +133,6 @@ class Engine:
         self.n_agents = per("n_agents", np.int64)
         self.stop_target = per("stop_at_target", bool)
         self.target, self.window = per("target_score"), per("window", np.int64)
-        self.literal = per("target", object) == "literal-eq18"
         self.agg = Aggregator(
             np.stack(thetas),
             per("effective_aggregator_lr"),
@@ -152,6 +153,7 @@ class Engine:
         self.zoff = np.concatenate([[0], np.cumsum(self.max_sub)[:-1]]).astype(np.int64)
         self.zeta_flat = np.full(int(self.max_sub.sum()), np.nan)
         self.alpha_g = np.maximum(0.0, self.alpha0 - self.n_sub / self.alpha_decay)
+        self.book = TrialBook._make(getattr(self, k) for k in TrialBook._fields)
         self.env_steps = np.zeros(1, dtype=np.int64)  # (1,): the fused kernel counts in place
 
         # ---- per row (trial-major, worker order) ----
@@ -322,12 +324,9 @@ class Engine:
             self.rews,
             lengths,
             boot,
-            self.gamma[gs],
-            self.lam[gs],
-            self.beta[gs],
+            tuple(x[gs] for x in self.loss),
             grads,
             scores,
-            self.literal[gs],
         )
         sub_index = self.n_sub[gs] + rk
         cfg = self.cfg_of[gs]  # sorted: configs own contiguous blocks of trials
@@ -368,23 +367,7 @@ class Engine:
                     batches.append(x)
         self.agg.receive(*reports)
         # zeta_n, submission counts, alpha, and the stop criteria (max_submissions; eqs. 25-26)
-        any_ended = record_scores(
-            gs,
-            sub_index,
-            scores,
-            self.zoff,
-            self.zeta_flat,
-            self.n_sub,
-            self.alpha_g,
-            self.alpha0,
-            self.alpha_decay,
-            self.max_sub,
-            self.stop_target,
-            self.window,
-            self.target,
-            self.active,
-            self.at_target,
-        )
+        any_ended = record_scores(gs, sub_index, scores, self.book)
 
         # ---- restart the workers whose episodes ended (trials still running) ----
         still = self.active[g]

@@ -28,6 +28,31 @@ _FUSED_RESERVE = 8
 _FUSED_NOISE = 4
 
 
+#: the per-config arrays of the release fused_block applies, in :func:`_mechanism_row`'s order
+_MECH_FIELDS = "mech_kind coord_clip clip_bound prs_dh prs_p0 prs_slope noise_width".split()
+
+
+def _mechanism_row(c: PgcA3cConfig, mech: Any) -> tuple:
+    """One config's entries of :data:`_MECH_FIELDS`: the mechanism's kind (0 Laplace, 1 none:
+    clip only, 2 PRS), whether the clip is per coordinate, the clip bound (C/2; PRS: C), PRS's
+    d_hat, p0 = expit(-bit epsilon) and slope tanh(bit epsilon / 2), and the width of the
+    randomness pre-drawn per report."""
+    from ldp_audit.mechanisms import ProjectedRandomSign
+
+    coord, half = c.clip_kind == "coordinate", c.effective_clip / 2.0
+    if c.mechanism == "none":
+        return 1, coord, half, 1, 0.0, 0.0, 0
+    if c.mechanism != "prs":
+        return 0, coord, half, 1, 0.0, 0.0, DIM
+    if type(mech) is not ProjectedRandomSign:
+        raise InvalidParameterError(
+            f"engine='fused' needs the stock PRS mechanism, got {type(mech).__name__}"
+        )
+    dh, bit_eps = mech.effective_reduced_dim(DIM), mech.bit_epsilon(DIM)
+    p0 = 1.0 / (1.0 + math.exp(bit_eps))  # scipy.special.expit(-e)
+    return 2, coord, mech.clip, dh, p0, math.tanh(bit_eps / 2.0), dh * DIM + dh
+
+
 class FusedEngine(Engine):
     """The lock-step engine with each block of steps in ONE compiled call
     (:func:`ldp_audit.training.pgc_a3c._fused_kernel.fused_block`): same randomness streams,
@@ -54,8 +79,6 @@ class FusedEngine(Engine):
         record: Sequence[bool],
     ) -> None:
         super().__init__(configs, seeds, accountants, record)
-        from ldp_audit.mechanisms import ProjectedRandomSign
-
         G, C = self.G, len(self.configs)
         env = self.env._env
         self.f_state = np.array(env.state, dtype=np.float64, order="C", copy=True)
@@ -73,33 +96,9 @@ class FusedEngine(Engine):
         self.paid = np.zeros(G, dtype=np.int64)
         self.agent_cap = self.max_sub // self.rounds + self.n_agents
         # per config: mechanism kind and its pre-drawn randomness
-        self.mech_kind = np.zeros(C, dtype=np.int64)
-        self.coord_clip = np.zeros(C, dtype=np.bool_)
-        self.clip_bound = np.zeros(C)
-        self.prs_dh = np.ones(C, dtype=np.int64)
-        self.prs_p0 = np.zeros(C)
-        self.prs_slope = np.zeros(C)
-        self.noise_width = np.zeros(C, dtype=np.int64)
-        for ci, (c, mech) in enumerate(zip(self.configs, self.mechs, strict=True)):
-            self.coord_clip[ci] = c.clip_kind == "coordinate"
-            self.clip_bound[ci] = c.effective_clip / 2.0
-            if c.mechanism == "none":
-                self.mech_kind[ci] = 1
-            elif c.mechanism == "prs":
-                if type(mech) is not ProjectedRandomSign:
-                    raise InvalidParameterError(
-                        f"engine='fused' needs the stock PRS mechanism, got {type(mech).__name__}"
-                    )
-                dh = mech.effective_reduced_dim(DIM)
-                bit_eps = mech.bit_epsilon(DIM)
-                self.mech_kind[ci] = 2
-                self.clip_bound[ci] = mech.clip
-                self.prs_dh[ci] = dh
-                self.prs_p0[ci] = 1.0 / (1.0 + math.exp(bit_eps))  # scipy.special.expit(-e)
-                self.prs_slope[ci] = math.tanh(bit_eps / 2.0)
-                self.noise_width[ci] = dh * DIM + dh
-            else:
-                self.noise_width[ci] = DIM
+        rows = [_mechanism_row(c, m) for c, m in zip(self.configs, self.mechs, strict=True)]
+        for name, col in zip(_MECH_FIELDS, zip(*rows, strict=True), strict=True):
+            setattr(self, name, np.array(col))
         self.noise_ptr = np.zeros(C, dtype=np.int64)
         self.noise_len = np.zeros(C, dtype=np.int64)
         self.n_thetas = np.array([len(t) for t in self.tr_thetas], dtype=np.int64)
@@ -300,10 +299,8 @@ class FusedEngine(Engine):
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
                 self.row_agent, self.row_round, self.row_version, self.slot, self.row_tt,
                 self.row_wd, self.obs, self.acts, self.rews, self.S,
-                self.act_block, self.block_pos, self.alpha_g, self.sample_g,
-                agg.state, self.n_sub, self.next_agent, self.active, self.at_target, self.zoff,
-                self.zeta_flat, self.alpha0, self.alpha_decay, self.max_sub, self.stop_target,
-                self.window, self.target, self.gamma, self.lam, self.beta, self.literal,
+                self.act_block, self.block_pos, self.sample_g, agg.state, self.book,
+                self.next_agent, self.loss,
                 self.rounds, self.rows_g, self.gtable, self.glen, self.agtable, self.aglen,
                 self.reset_block, self.reset_ptr, self.paid, self.agent_cap, self.cfg_of,
                 self.mech_kind, self.coord_clip, self.clip_bound, self.noise, self.noise_ptr,

@@ -105,9 +105,8 @@ def loss_gradients(
         np.ascontiguousarray(rewards, dtype=np.float64),
         np.ascontiguousarray(lengths, dtype=np.int64),
         np.ascontiguousarray(bootstrap, dtype=np.bool_),
-        *per,
+        (*per, np.full(m, target == "literal-eq18", dtype=np.bool_)),
         out,
         np.empty(m),
-        np.full(m, target == "literal-eq18", dtype=np.bool_),
     )
     return out

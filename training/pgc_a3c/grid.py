@@ -236,15 +236,6 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
     return restore
 
 
-def _grid_part(same: dict[str, Any], configs: list[PgcA3cConfig], **kw: Any) -> list[TrainResult]:
-    """One task of :func:`_train_grid_parallel`: :func:`train_grid` on its configs (``kw``:
-    their seeds, run directories and progress sink, from :func:`ldp_audit.backends.grid_runs`)."""
-    with warnings.catch_warnings():  # the parent warned already
-        warnings.simplefilter("ignore", PrivacyClaimWarning)
-        # force: the parent checked the whole grid's size (and honoured force)
-        return train_grid(configs, **kw, **same, force=True)
-
-
 def _train_grid_parallel(
     configs: list[PgcA3cConfig],
     seeds: list[int],
@@ -255,13 +246,16 @@ def _train_grid_parallel(
 ) -> list[TrainResult]:
     """:func:`train_grid` as ``workers`` tasks of the local process pool of
     :func:`ldp_audit.backends.grid_runs` (configs dealt round-robin), with the keywords
-    ``same`` (transcript, run_mode, engine) for every part."""
+    ``same`` (transcript, run_mode, engine) for every part; ``force``: this process checked
+    the whole grid's size (and honoured force)."""
     from functools import partial
 
     from ldp_audit.backends import grid_runs
+    from ldp_audit.training.pgc_a3c.reproduce import quiet_train_grid
 
     t0 = time.perf_counter()
-    res = grid_runs(partial(_grid_part, same), configs, seeds, dirs, chunks=workers,
+    part = partial(quiet_train_grid, **same, force=True)  # the parent warned already
+    res = grid_runs(part, configs, seeds, dirs, chunks=workers,
                     workers=workers, progress="pgc-a3c submissions" if progress else None,
                     work=lambda c: c.trials * c.max_submissions, fresh=False)  # fmt: skip
     secs = time.perf_counter() - t0

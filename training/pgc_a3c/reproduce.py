@@ -234,16 +234,17 @@ def engine_config(
     return PgcA3cConfig(**kwargs)
 
 
-def quiet_train_grid(configs: list[Any], engine: str = "fused", **kwargs: Any) -> list[Any]:
-    """``pgc_a3c.train_grid(configs, transcript=False, engine=engine, **kwargs)`` without the
-    coordinate-clipping :class:`PrivacyClaimWarning` (the driver warns once, see
-    :func:`engine_grid`): the task that :func:`ldp_audit.backends.grid_runs` ships to a worker.
+def quiet_train_grid(configs: list[Any], **kwargs: Any) -> list[Any]:
+    """``pgc_a3c.train_grid(configs, transcript=False, engine="fused", **kwargs)`` (``kwargs``
+    override both) without the coordinate-clipping :class:`PrivacyClaimWarning` (the driver
+    warned once, see :func:`engine_grid`): the task that :func:`ldp_audit.backends.grid_runs`
+    ships to a worker, here and for ``train_grid(workers=...)``'s own process pool.
     """
     from ldp_audit.training.pgc_a3c.grid import train_grid
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyClaimWarning)
-        return train_grid(configs, transcript=False, engine=engine, **kwargs)
+        return train_grid(configs, **{"transcript": False, "engine": "fused", **kwargs})
 
 
 def engine_grid(
