@@ -44,9 +44,20 @@ lint: $(STAMP)
 # of pytest with --dist worksteal, 639 s with the default scheduling (706 s / 769 s wall with the venv build); stop 55's 3,972 tests took
 # 732 s there the same afternoon (its CI: 887 s). Three workers: 636 s against two's 606 s in the
 # warm checkout. (`python -m pytest` alone still runs the same tests serially.)
+#
+# `env -u PYTHONDONTWRITEBYTECODE`: a machine that sets it (this one does) makes every process
+# the suite starts, each worker's collection and each CLI or documented block run in a
+# subprocess, compile the project's modules from source again; collecting the suite took 17.9
+# CPU-s without the bytecode cache and 10.1-10.5 with it (session 57, loaded machine).
+# One BLAS / OpenMP thread per process: two workers on two cores, each with torch's and
+# OpenBLAS's two threads, oversubscribe the cores. test_opacus_coverage + test_one_run_noise +
+# test_audit (101 tests, -n 2, alternating, load average 9-12 from other work, session 57):
+# 546 s / 367 s wall, 152 / 138 user CPU-s with the default threads; 315 s / 317 s, 117 / 132
+# with one.
+TEST_ENV := env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 # The committed reports/pgc-a3c/: the paper's scale (10 settings x 20 trials x 90,000
 # submissions; a trial stops once its FST is known), Figure 2 from separate full-length runs of
