@@ -248,8 +248,8 @@ class ScalarMechanism:
         if dim != 1:
             raise InvalidParameterError(f"dim must be 1 for a scalar mechanism, got {dim!r}")
         if isinstance(self.domain, tuple) and len(self.domain) == 2 and self.domain[0] != "set":
-            lo, hi = self.domain
-            return [(np.array([lo]), np.array([x])) for x in (hi, 0.5 * (lo + hi))]
+            lo, hi = self.domain  # the middle halved first: lo + hi overflows near 1.8e308
+            return [(np.array([lo]), np.array([x])) for x in (hi, 0.5 * lo + 0.5 * hi)]
         vals = list(self.domain)
         pairs = list(itertools.combinations(vals, 2))
         if len(vals) > _MAX_DOMAIN_PAIRS + 1:  # the first 16 would leave values never tried

@@ -652,6 +652,24 @@ def test_an_integer_domain_value_float64_cannot_hold_is_refused(big):
     assert seen == [0, 2**53]
 
 
+def test_the_middle_of_a_huge_interval_is_inside_it():
+    """Session 57 probe: ``domain=(1e308, 1.7e308)`` (``--domain 1e308:1.7e308``), finite and
+    accepted, made the pair (low, middle) with middle = 0.5 * (low + high) = inf: the audit
+    stopped with "pairs[1] x2 must be finite, got [inf]" (exit 2), naming pairs the user never
+    gave. The middle is now halved first; the same value wherever low + high does not overflow."""
+    for lo, hi in ((1e308, 1.7e308), (-1.7e308, 1.7e308), (0.0, 1.0), (-3.0, 5.0)):
+        m = from_scalar(lambda v: 0.0, epsilon=1.0, domain=(lo, hi))
+        mids = [b[0] for _, b in m.candidate_pairs()]
+        assert mids[0] == hi and lo < mids[1] < hi
+        if math.isfinite(lo + hi):
+            assert mids[1] == 0.5 * (lo + hi)
+    m = from_scalar(
+        laplace_factory(1.0), epsilon=1.0, domain=(1e308, 1.7e308), seeding="random_state"
+    )
+    r = audit(m, samples=1000, rng=0, float_bits=False, tradeoff=False, profile=False)
+    assert r.distribution.epsilon_lower_bound >= 0
+
+
 def test_every_value_of_a_large_finite_domain_is_in_a_pair():
     """Session 56 probe: the pairs of a finite domain were the first 16 of every two values,
     so from 18 values on the last ones were never tried: a k-RR over 0..19 (epsilon 1) that
