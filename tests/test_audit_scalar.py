@@ -251,6 +251,13 @@ def test_one_value_per_call_object_pointed_at_from_scalar():
         audit(_OneValuePerCall(), [(np.array([0.0]), np.array([1.0]))], samples=2_000)
     with pytest.raises(InvalidParameterError, match=r"pass its randomise method"):
         from_scalar(_OneValuePerCall(), epsilon=1.0, domain=(0.0, 1.0))
+    # session 57: a factory returning the object, not its method (``lambda rs:
+    # Laplace(..., random_state=rs)``, .randomise forgotten) got no such pointer
+    m = from_scalar(lambda rs: _OneValuePerCall(), epsilon=1.0, domain=(0.0, 1.0), seeding="seed")
+    with pytest.raises(
+        UserCodeError, match=r"got _OneValuePerCall \(return its randomise method\)"
+    ):
+        m.privatize(np.zeros((2, 1)), np.random.default_rng(0))
 
 
 class _PrivatiseClient:
