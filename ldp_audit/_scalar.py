@@ -97,6 +97,7 @@ class ScalarMechanism:
             raise UserCodeError(
                 f"with seeding={self.seeding!r} the function of {self.name} must be a factory "
                 f"returning the randomising callable, got {type(out).__name__}"
+                f"{_one_value_method(out, 'return')}"
             )
         return out
 
@@ -248,8 +249,8 @@ class ScalarMechanism:
         if dim != 1:
             raise InvalidParameterError(f"dim must be 1 for a scalar mechanism, got {dim!r}")
         if isinstance(self.domain, tuple) and len(self.domain) == 2 and self.domain[0] != "set":
-            lo, hi = self.domain
-            return [(np.array([lo]), np.array([x])) for x in (hi, 0.5 * (lo + hi))]
+            lo, hi = self.domain  # the middle halved first: lo + hi overflows near 1.8e308
+            return [(np.array([lo]), np.array([x])) for x in (hi, 0.5 * lo + 0.5 * hi)]
         vals = list(self.domain)
         pairs = list(itertools.combinations(vals, 2))
         if len(vals) > _MAX_DOMAIN_PAIRS + 1:  # the first 16 would leave values never tried
@@ -302,8 +303,7 @@ def from_scalar(
         InvalidParameterError: bad epsilon/delta/domain/seeding, or ``fn`` is not callable.
     """
     if not callable(fn):
-        one = [m for m in ("randomise", "privatise", "randomize") if callable(getattr(fn, m, None))]
-        hint = f" (pass its {one[0]} method)" if one else ""
+        hint = _one_value_method(fn, "pass")
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}{hint}")
     if name is not None and not isinstance(name, str):  # str(5) would label reports "5"
         raise InvalidParameterError(f"name must be a string, got {type(name).__name__} {name!r}")
@@ -369,6 +369,12 @@ def from_scalar(
         bool_inputs=bool_inputs,
         labels=labels,
     )
+
+
+def _one_value_method(obj: Any, verb: str) -> str:
+    """ " (pass its randomise method)" for a library object with a one-value method, else ""."""
+    one = [m for m in ("randomise", "privatise", "randomize") if callable(getattr(obj, m, None))]
+    return f" ({verb} its {one[0]} method)" if one else ""
 
 
 def _labels(domain: Any, vectorized: bool) -> list[Any] | None:

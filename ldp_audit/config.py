@@ -43,7 +43,8 @@ starts with ``-`` and a digit, ``-.`` and a digit, or is ``-inf`` / ``-infinity`
 ``--low -inf -1e-3`` gives two values (each then read strictly: ``-inf`` and ``-nan`` are refused
 where the bounds do not allow them, naming the option). A parser that already has an option that
 looks like a negative number (``-1``) keeps argparse's rule: there ``--opt=-inf`` still works
-for one value.
+for one value. Every ``ldp-audit`` parser (``ldp_audit.cli.types.HelpParser``) has the same test
+from the start (session 57: ``audit --domain -1:1`` was "expected one argument").
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ _OPTION = re.compile(r"^--[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 #: what add_arguments' parsers read as a (negative) number rather than as an option: "-" and a
 #: digit, "-." and a digit (argparse's own rule misses -1e-3), and -inf / -infinity / -nan
-_NEGATIVE_NUMBER = re.compile(r"^-(?:\.?\d|(?:inf|infinity|nan)$)", re.IGNORECASE)
+NEGATIVE_NUMBER = re.compile(r"^-(?:\.?\d|(?:inf|infinity|nan)$)", re.IGNORECASE)
 
 
 def bounds(
@@ -456,9 +457,9 @@ def _accept_negative_numbers(parser: Any) -> None:
     would then look like a number (argparse then reads every such argument as an option)."""
     if not isinstance(parser, argparse.ArgumentParser) or parser._has_negative_number_optionals:
         return
-    if any(_NEGATIVE_NUMBER.match(s) for s in parser._option_string_actions):
+    if any(NEGATIVE_NUMBER.match(s) for s in parser._option_string_actions):
         return
-    parser._negative_number_matcher = _NEGATIVE_NUMBER
+    parser._negative_number_matcher = NEGATIVE_NUMBER
 
 
 def add_arguments(

@@ -245,6 +245,43 @@ def test_user_code_failures_are_clear_errors(body, spec, message, tmp_path, monk
     assert "Traceback" not in err
 
 
+def test_a_one_value_function_without_scalar_is_told_the_way_in(tmp_path, monkeypatch, capsys):
+    """Session 57 probe: ``--mechanism mod:mech.randomise`` (diffprivlib), an OpenDP measurement
+    or a bare ``def f(v)`` given without ``--scalar`` was called as a zero-argument factory and
+    refused with "f() missing 1 required positional argument: 'v'", no word of ``--scalar`` (the
+    Python API named it). A factory whose own body raises TypeError keeps its message."""
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "one_value_cli",
+        """
+        def f(v):
+            return v
+
+        class Measurement:  # OpenDP's: called with one value
+            def __call__(self, arg):
+                return arg
+
+        class Lib:
+            def randomise(self, value):
+                return value
+
+        m = Measurement()
+        lib = Lib()
+
+        def factory():
+            return len(5)
+        """,
+    )
+    for spec in ("one_value_cli:f", "one_value_cli:m", "one_value_cli:lib.randomise"):
+        assert run_cli(["audit", "--mechanism", spec, "--samples", "2000"]) == 2
+        err = capsys.readouterr().err
+        assert f"one value per call: audit it with --scalar --mechanism {spec} --epsilon" in err
+    assert run_cli(["audit", "--mechanism", "one_value_cli:factory", "--samples", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "zero-argument factory" in err and "has no len()" in err and "--scalar" not in err
+
+
 def test_pairs_factory_error_wrapped(tmp_path, monkeypatch, capsys):
     (tmp_path / "pf_mod_cli.py").write_text("def pairs():\n    raise KeyError('no pairs')\n")
     monkeypatch.chdir(tmp_path)

@@ -251,6 +251,13 @@ def test_one_value_per_call_object_pointed_at_from_scalar():
         audit(_OneValuePerCall(), [(np.array([0.0]), np.array([1.0]))], samples=2_000)
     with pytest.raises(InvalidParameterError, match=r"pass its randomise method"):
         from_scalar(_OneValuePerCall(), epsilon=1.0, domain=(0.0, 1.0))
+    # session 57: a factory returning the object, not its method (``lambda rs:
+    # Laplace(..., random_state=rs)``, .randomise forgotten) got no such pointer
+    m = from_scalar(lambda rs: _OneValuePerCall(), epsilon=1.0, domain=(0.0, 1.0), seeding="seed")
+    with pytest.raises(
+        UserCodeError, match=r"got _OneValuePerCall \(return its randomise method\)"
+    ):
+        m.privatize(np.zeros((2, 1)), np.random.default_rng(0))
 
 
 class _PrivatiseClient:
@@ -650,6 +657,24 @@ def test_an_integer_domain_value_float64_cannot_hold_is_refused(big):
     edge = from_scalar(lambda v: seen.append(v) or 0.0, epsilon=1.0, domain=[0, 2**53])
     edge.privatize(np.array([[0.0], [2.0**53]]), np.random.default_rng(0))
     assert seen == [0, 2**53]
+
+
+def test_the_middle_of_a_huge_interval_is_inside_it():
+    """Session 57 probe: ``domain=(1e308, 1.7e308)`` (``--domain 1e308:1.7e308``), finite and
+    accepted, made the pair (low, middle) with middle = 0.5 * (low + high) = inf: the audit
+    stopped with "pairs[1] x2 must be finite, got [inf]" (exit 2), naming pairs the user never
+    gave. The middle is now halved first; the same value wherever low + high does not overflow."""
+    for lo, hi in ((1e308, 1.7e308), (-1.7e308, 1.7e308), (0.0, 1.0), (-3.0, 5.0)):
+        m = from_scalar(lambda v: 0.0, epsilon=1.0, domain=(lo, hi))
+        mids = [b[0] for _, b in m.candidate_pairs()]
+        assert mids[0] == hi and lo < mids[1] < hi
+        if math.isfinite(lo + hi):
+            assert mids[1] == 0.5 * (lo + hi)
+    m = from_scalar(
+        laplace_factory(1.0), epsilon=1.0, domain=(1e308, 1.7e308), seeding="random_state"
+    )
+    r = audit(m, samples=1000, rng=0, float_bits=False, tradeoff=False, profile=False)
+    assert r.distribution.epsilon_lower_bound >= 0
 
 
 def test_every_value_of_a_large_finite_domain_is_in_a_pair():

@@ -252,6 +252,15 @@ def test_only_nan_and_negative_infinity_are_handed_on_and_then_refused(
         (["reproduce", "check", "r", "x" * 300], "committed", False),  # was Errno 36, unnamed
         (["reproduce", "check", " ", "c"], "rerun", False),
         (["budget", "L", "--agent", ""], "--agent", False),  # named "agent id" after the read
+        # session 57: a value starting with a minus was read as an option ("argument --domain:
+        # expected one argument"): an interval with a negative end could not be given
+        (
+            ["audit", "--scalar", "--mechanism", "m:f", "--epsilon", "1", "--domain", "-1:1"],
+            "",
+            True,
+        ),
+        (["audit", "--mechanism", "laplace", "--epsilon", "1", "--event", "-1;1;0"], "", True),
+        (["audit", "--mechanism", "laplace", "--epsilon", "-1e-3"], "'-1e-3'", False),
     ],
     ids=lambda x: str(x)[:60],
 )

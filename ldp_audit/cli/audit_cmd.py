@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import math
 import re
@@ -253,8 +254,14 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
         except TypeError as exc:
             kind = "a factory accepting the --param arguments"
             kind = kind if params else "a zero-argument factory"
+            way = ""
+            if not params and not isinstance(obj, type) and _needs_an_argument(obj):
+                way = (  # diffprivlib's mech.randomise, an OpenDP measurement, def f(v)
+                    "; it takes one value per call: audit it with --scalar --mechanism "
+                    f"{spec} --epsilon E --domain LOW:HIGH (the library's own claim and inputs)"
+                )
             raise UserCodeError(
-                f"--mechanism {spec!r} must be a mechanism object or {kind}: {exc}"
+                f"--mechanism {spec!r} must be a mechanism object or {kind}: {exc}{way}"
             ) from exc
         except LdpAuditError:
             raise  # already names the parameter and the value
@@ -275,6 +282,17 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
     except InvalidParameterError as exc:  # e.g. math:pi, a float: name the option and its text
         raise type(exc)(f"--mechanism {spec!r}: {exc}") from None
     return obj
+
+
+def _needs_an_argument(fn: Any) -> bool:
+    """Whether ``fn()`` is refused by its signature (a function of one value, not a factory)."""
+    try:
+        inspect.signature(fn).bind()
+    except TypeError:
+        return True
+    except ValueError:  # no signature to read (a builtin): say nothing more
+        return False
+    return False
 
 
 def _user_pairs(spec: str) -> list[Any]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ldp_audit.config import NEGATIVE_NUMBER
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.parse import INT_MAX, parse_int, parse_real, real_in
 from ldp_audit.rundir import check_new_dir
@@ -249,6 +250,8 @@ class HelpParser(argparse.ArgumentParser):
         # "did you mean", never silently read as another option
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # a value such as -1:1 or -1e-3 is a value, not an option (config.py's docstring)
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         """A value outside ``choices`` (a subcommand typo too) gets a "did you mean"."""
