@@ -205,12 +205,13 @@ class AttackResult:
         epsilon_lower_bound: epsilon (composed over T reports) implied by the attack, holding with
             probability ``confidence``; compare with ``composed_epsilon``.
         confidence: confidence level of the interval and the bound.
-        chance: accuracy of guessing blindly (``1/k``).
+        chance: accuracy of guessing blindly (``1/k``; the commonest secret's share where the
+            scorer gave unequal ``shares``, see :meth:`from_guesses`).
         mae: mean absolute error (continuous variant), else None.
         mae_baseline: MAE of always guessing the prior mean (continuous variant), else None.
         auc: ROC AUC (membership), else None.
         tpr_at_fpr: ``{"0.01": tpr, "0.001": tpr}`` (membership), else empty.
-        advantage: ``TPR - FPR`` at the best threshold, or ``(acc - 1/k) / (1 - 1/k)``.
+        advantage: ``TPR - FPR`` at the best threshold, or ``(acc - chance) / (1 - chance)``.
         seconds: wall-clock time of the attack.
         extra: free-form, JSON-able details (settings, per-class counts...).
     """
@@ -263,12 +264,14 @@ class AttackResult:
         knows them) raises the ceiling where the secrets are not equally common: always
         guessing a secret 90 % of the agents hold is right 90 % of the time whatever epsilon
         is (the ceiling e^eps / (e^eps + k - 1) holds for equally likely secrets only); the
-        ceiling is then the larger of the two, the implied epsilon the smaller."""
+        ceiling is then the larger of the two, the implied epsilon the smaller, and chance the
+        commonest share where it is above 1/k (what a guess that learnt nothing reaches)."""
         acc = correct / n
         ci = accuracy_interval(correct, n, confidence)
         ceiling = accuracy_ceiling(epsilon, k, reports_per_agent)
-        eps_lb = epsilon_from_accuracy(ci[0], k)
+        eps_lb, chance = epsilon_from_accuracy(ci[0], k), 1.0 / k
         if shares is not None:
+            chance = max(chance, *shares)
             composed = composed_epsilon(epsilon, reports_per_agent)
             ceiling = max(ceiling, _shares_ceiling(composed, tuple(shares)))
             eps_lb = min(eps_lb, _shares_epsilon(ci[0], tuple(shares)))
@@ -288,8 +291,8 @@ class AttackResult:
             # the ceiling" (the one-sided limit at `confidence` sits higher: s53-attackprobe)
             epsilon_lower_bound=eps_lb,
             confidence=confidence,
-            chance=1.0 / k,
-            advantage=(acc - 1.0 / k) / (1.0 - 1.0 / k),
+            chance=chance,
+            advantage=(acc - chance) / (1.0 - chance) if chance < 1 else 0.0,
             seconds=seconds,
             extra=dict(extra or {}),
         )

@@ -164,5 +164,5 @@ def test_unequally_common_secrets_raise_the_attack_ceiling(tmp_path) -> None:
             run.release([0.0, 0.0], agent=agent, theta=[0.0], secret=0.5 if agent % 10 else 2.0)
     res = private_param_dynamics(tmp_path / "r", simulator=_blind, n_shadow=20, seed=1)
     assert res.correct == 18 and not res.violation and res.ceiling == pytest.approx(0.9)
-    assert res.extra["shares"] == [0.9, 0.1]
+    assert res.extra["shares"] == [0.9, 0.1] and res.chance == 0.9 and res.advantage == 0.0
     assert res.ceiling > accuracy_ceiling(0.1, 2)  # 0.525: equally likely secrets
