@@ -140,3 +140,27 @@ def test_verdict_fires_exactly_when_the_printed_interval_is_above_the_ceiling() 
     r = AttackResult.from_guesses(attack="x", mechanism={}, epsilon=0.1, reports_per_agent=1,
                                   k=2, n=20, correct=15)  # fmt: skip
     assert r.accuracy_ci[0] < r.ceiling and not r.violation and "no violation" in r.summary()
+
+
+def test_the_ceiling_at_unequal_shares_is_the_guess_rule_optimum() -> None:
+    """``from_guesses(shares=...)``: equal shares give e^eps / (e^eps + k - 1) and its implied
+    epsilon; unequal ones the largest over s of the s commonest shares' sum times
+    e^eps / (e^eps + s - 1), at least the commonest share (always guessing it), and the implied
+    epsilon is the inverse (session 57: a guess of the commonest secret read "VIOLATION")."""
+    from ldp_audit.attacks.scoring import AttackResult
+
+    kw = {"attack": "t", "mechanism": {}, "reports_per_agent": 2, "k": 3, "n": 100}
+    for correct in (20, 60, 95):
+        equal = AttackResult.from_guesses(epsilon=0.5, correct=correct, shares=(1 / 3,) * 3, **kw)
+        plain = AttackResult.from_guesses(epsilon=0.5, correct=correct, **kw)
+        assert equal.ceiling == pytest.approx(plain.ceiling)
+        assert equal.epsilon_lower_bound == pytest.approx(plain.epsilon_lower_bound)
+    e = math.exp(1.0)  # T eps = 1; at (0.8, 0.1, 0.1): s = 1 gives 0.8, s = 2 0.658, s = 3 0.576
+    skew = AttackResult.from_guesses(epsilon=0.5, correct=80, shares=(0.8, 0.1, 0.1), **kw)
+    assert skew.ceiling == pytest.approx(0.8) and skew.epsilon_lower_bound == 0.0
+    assert not skew.violation
+    skew = AttackResult.from_guesses(epsilon=0.5, correct=80, shares=(0.5, 0.4, 0.1), **kw)
+    assert skew.ceiling == pytest.approx(0.9 * e / (e + 1))
+    lo = skew.accuracy_ci[0]  # 0.708: at the implied epsilon the s = 2 ceiling reaches it
+    assert 0.9 / (1 + math.exp(-skew.epsilon_lower_bound)) == pytest.approx(lo)
+    assert skew.violation  # lo 0.708 > 0.658

@@ -370,6 +370,17 @@ def test_a_numpy_number_parameter_keeps_its_type() -> None:
             check_private_param("TestNumpyScalar-v0", name, [1, big])
 
 
+def test_candidates_a_numpy_number_attribute_cannot_tell_apart_are_named() -> None:
+    """A float32 attribute with candidates 0.5 and 0.5000000001 (one float32 value) was refused
+    as "has no effect ... An env that reads the attribute only in __init__", after the long
+    probe (session 57 probe, `train pgc-a3c --env-module`): the env reads it in step; the type
+    holds one value. Refused before any probe, naming both and the type."""
+    with pytest.raises(InvalidParameterError, match=r"^private parameter 'push' of "
+                       r"NumpyScalarCartPole is a float32 .*candidates 0\.5 and 0\.5000000001 "
+                       r"are the same value"):  # fmt: skip
+        check_private_param("TestNumpyScalar-v0", "push", [0.5, 2.0, 0.5000000001])
+
+
 class GainWrapper(gym.Wrapper):
     """A user's wrapper holding a numeric attribute of its own: rewards scaled by ``gain``."""
 

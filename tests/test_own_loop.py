@@ -143,3 +143,26 @@ def test_the_attack_takes_reports_of_another_size_than_theta(tmp_path) -> None:
 
     with pytest.raises(UserCodeError, match=r"shape \(\d+, 2\), expected \(\d+, 3\)"):
         private_param_dynamics(tmp_path / "r", simulator=wrong, n_shadow=2, seed=1)
+
+
+def _blind(thetas, values, rng, alpha):  # a simulator that learnt nothing: every report alike
+    return np.ones((len(values), 2)), np.zeros(len(values))
+
+
+def test_unequally_common_secrets_raise_the_attack_ceiling(tmp_path) -> None:
+    """An own loop draws its agents' secrets as it likes. With 90 % of 200 agents holding one
+    value, an attack that learnt nothing (every likelihood tied, the first candidate guessed)
+    read 0.900 [0.850, 0.938] against the ceiling e^0.1 / (e^0.1 + 1) = 0.525: "VIOLATION",
+    epsilon >= 1.73 (session 57 probe). The ceiling e^eps / (e^eps + k - 1) holds for equally
+    likely secrets; the attack's ceiling is now the guess-rule optimum at the agents' shares."""
+    from ldp_audit.attacks.dynamics_run_dir import private_param_dynamics
+
+    priv = {"name": "scale", "values": [0.5, 2.0]}
+    with open_run(tmp_path / "r", system="skew", mechanism=Laplace(epsilon=0.1, clip=1.0),
+                  private=priv) as run:  # fmt: skip
+        for agent in range(20):  # 18 of 20 hold 0.5: before, 0.900 [0.683, 0.988] > 0.525
+            run.release([0.0, 0.0], agent=agent, theta=[0.0], secret=0.5 if agent % 10 else 2.0)
+    res = private_param_dynamics(tmp_path / "r", simulator=_blind, n_shadow=20, seed=1)
+    assert res.correct == 18 and not res.violation and res.ceiling == pytest.approx(0.9)
+    assert res.extra["shares"] == [0.9, 0.1] and res.chance == 0.9 and res.advantage == 0.0
+    assert res.ceiling > accuracy_ceiling(0.1, 2)  # 0.525: equally likely secrets

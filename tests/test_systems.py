@@ -802,3 +802,19 @@ def test_an_attack_prints_a_library_warning_as_one_line(tmp_path: Path, capsys) 
         systems.reload()
     err = capsys.readouterr().err
     assert err.splitlines() == ["WARNING: WARN: a library's coloured warning"], err
+
+
+def test_a_warning_at_an_env_module_import_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Gymnasium's "Overriding environment Q-v0 already in registry" at a user's --env-module
+    import reached stderr as Python's two-line form (file path, source line, colour codes) in
+    train, attack and audit (session 57 probe): only a generated command's trainer or attack
+    printed one line. Now every command does (Matplotlib's overflow in `report` was two lines
+    too)."""
+    (tmp_path / "s57_warns_at_import.py").write_text(
+        "import warnings\nwarnings.warn('\\x1b[33mWARN: registered twice\\x1b[0m', UserWarning)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["audit", "--run-dir", str(tmp_path), "--env-module", "s57_warns_at_import"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and err[0] == "WARNING: WARN: registered twice", err
+    assert len(err) == 2 and err[1].startswith("ldp-audit: error:"), err

@@ -383,15 +383,22 @@ def _set_param(unwrapped: Any, name: str, value: float) -> None:
     # type: an env may read np.float32(0.5).dtype or np.int64(2).item(), which a Python number
     # lacks (refused as "fails whatever the candidates" until session 56)
     cur = getattr(unwrapped, name)
+    value = _as_attr_type(name, cur, value)
+    setattr(unwrapped, name, np.array(value) if isinstance(cur, np.ndarray) else value)
+    if isinstance(unwrapped, CartPoleEnv):
+        for key, fn in _CARTPOLE_DERIVED.items():
+            setattr(unwrapped, key, fn(unwrapped))
+
+
+def _as_attr_type(name: str, cur: Any, value: float) -> Any:
+    """``value`` as it is set on an attribute holding ``cur``: an int's integral candidate as
+    an int, a NumPy number's in its type (:func:`_typed`), anything else unchanged."""
     base = _scalar(cur)
     if isinstance(base, (int, np.integer)) and float(value).is_integer():
         value = int(value)
     if isinstance(base, np.floating) or (isinstance(base, np.integer) and isinstance(value, int)):
         value = _typed(name, type(base), value)
-    setattr(unwrapped, name, np.array(value) if isinstance(cur, np.ndarray) else value)
-    if isinstance(unwrapped, CartPoleEnv):
-        for key, fn in _CARTPOLE_DERIVED.items():
-            setattr(unwrapped, key, fn(unwrapped))
+    return value
 
 
 def _typed(name: str, kind: type, value: float) -> Any:
@@ -527,6 +534,17 @@ def _check_private_param(
                 "setter): the trainer sets each agent's value on its env; give it a setter"
             )
         _check_physical(u, name, vals)
+        # two candidates the attribute's type cannot tell apart (np.float32 0.1 and
+        # 0.1000000001) were refused as "no effect", blaming the env, after the long probe
+        typed = [_as_attr_type(name, cur, v) for v in vals]  # "does not fit": before any probe
+        for i, j in itertools.combinations(range(len(vals)), 2):
+            if typed[i] == typed[j]:
+                raise InvalidParameterError(
+                    f"private parameter {name!r} of {type(u).__name__} is a "
+                    f"{type(typed[i]).__name__} (it is {cur!r}): candidates {vals[i]!r} and "
+                    f"{vals[j]!r} are the same value {typed[i]!r} in that type, so they would "
+                    "act alike; give candidates it tells apart, or make the env's default a float"
+                )
         # an int default (MountainCar's goal_velocity=0) takes a float where the env does
         bad = (
             [v for v in vals if v != int(v)] if isinstance(_scalar(cur), (int, np.integer)) else []

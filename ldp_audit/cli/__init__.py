@@ -215,6 +215,23 @@ def _user_exit(exc: SystemExit) -> str:
     )
 
 
+@contextlib.contextmanager
+def _one_line_warnings() -> Any:
+    """While a command runs, a library warning (PGC-A3C's coordinate-clipping claim, Gymnasium's
+    on a user env's module or constructor, Matplotlib's) is one ``WARNING:`` line on stderr, not
+    Python's two-line form with a file path, without a terminal's colour codes (Gymnasium's).
+    Before session 57 only a generated command's trainer or attack was covered: an
+    ``--env-module`` import, the probe's construction and ``report`` printed the two-line form."""
+    import re
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda message, *a, **k: print(
+            "WARNING: " + re.sub(r"\x1b\[[0-9;]*m", "", str(message)), file=sys.stderr
+        )
+        yield
+
+
 def _main(argv: list[str] | None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(given)
@@ -241,6 +258,7 @@ def _main(argv: list[str] | None) -> int:
         with (
             unverified_reads(getattr(args, "allow_unverified", False) is True),
             command_line(["ldp-audit", *given]),  # a run made here records what was run
+            _one_line_warnings(),
         ):
             code = int(args.func(args) or 0)  # an older copy of a ledger: read, said first
         if sys.stdout is not None:

@@ -27,9 +27,7 @@ import functools
 import inspect
 import json
 import math
-import re
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -214,13 +212,9 @@ def _out(args: argparse.Namespace, c: Any, cfg: Any) -> str | None:
 
 @contextlib.contextmanager
 def _running(args: argparse.Namespace) -> Iterator[None]:
-    """While a command runs: ``--force`` reaches the trainers (:func:`ldp_audit.limits.forcing`)
-    and a library warning (e.g. PGC-A3C's coordinate-clipping claim) is one ``WARNING:`` line
-    on stderr, not Python's two-line form, without a terminal's colour codes (Gymnasium's)."""
-    with forcing(bool(getattr(args, "force", False))), warnings.catch_warnings():
-        warnings.showwarning = lambda message, *a, **k: print(
-            "WARNING: " + re.sub(r"\x1b\[[0-9;]*m", "", str(message)), file=sys.stderr
-        )
+    """While a command runs: ``--force`` reaches the trainers (:func:`ldp_audit.limits.forcing`;
+    a library warning is one ``WARNING:`` line for every command: ``ldp_audit.cli._main``)."""
+    with forcing(bool(getattr(args, "force", False))):
         yield
 
 
