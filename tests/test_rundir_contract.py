@@ -128,6 +128,36 @@ def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
         RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
 
 
+def test_a_finished_run_made_to_look_unfinished_is_never_resumed(tmp_path) -> None:
+    """Found from outside (session 57): a finished run with a sealed violating ``audit.json``
+    (``report`` exit 1); "complete" edited to "interrupted" in manifest.json (or the manifest
+    deleted), then a resume of it: the audit was deleted, the run re-sealed and verified
+    (authenticated), and ``report`` exited 0. A resume now needs a manifest that verifies and
+    records an unfinished run, and refuses a run holding sealed analyses without one."""
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    def resume(run):
+        return RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+
+    for tamper in ("edit", "delete"):
+        run = tmp_path / tamper
+        w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
+        Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+        w.finish()
+        write_artifact(run, "audit.json", [{"violation": True}])
+        man = run / "manifest.json"
+        if tamper == "edit":
+            man.write_text(man.read_text().replace('"complete"', '"interrupted"'))
+            match = "does not verify .*MAC"
+        else:
+            man.unlink()
+            match = "holds analyses.json but no manifest.json"
+        before = {p.name: p.read_bytes() for p in run.iterdir()}
+        with pytest.raises(RunDirectoryError, match=match):
+            resume(run)
+        assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # nothing deleted
+
+
 def test_a_run_has_one_writer_at_a_time(tmp_path) -> None:
     """Found from outside (session 55): two ``train pgc-a3c ... --resume`` of one interrupted
     run at once (333 of 3,000 charges) both replayed and charged: one exited 2, the other 0,
