@@ -258,6 +258,32 @@ def test_without_a_key_the_verdict_says_unauthenticated(
     assert main(["budget", str(run)]) == EXIT_UNAUTHENTICATED
 
 
+def test_a_reader_without_the_runs_key_creates_no_key_and_seals_nothing(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 57): `report RUN` (into RUN/report) on a machine without the
+    run's key created a key file there ("a reader never creates one") and sealed the report in
+    analyses.json under it; the run's owner then refused the whole run, exit 2 ("analyses.json
+    was sealed under key id ..."), with no way out but editing the index (`audit --run-dir` and
+    `attack --run-dir --out` did the same). An analysis is now sealed under the key that sealed
+    the run's manifest, or left unsealed: the owner's refusal names RUN/report to remove."""
+    from ldp_audit.rundir.seal import seal_analyses, seal_document
+
+    key_file = tmp_path / "no-key-here" / "ledger.key"
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(key_file))
+    write_artifact(run, "attack_x.json", GOOD_ATTACK)  # what report, audit, attack call
+    assert not key_file.exists() and not key_file.parent.exists()
+    assert seal_document({"x": 1}, run) == {"x": 1}  # an attack's --out: unsealed
+    assert [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]] == ["audit.json"]
+    monkeypatch.setenv("LDP_AUDIT_KEY", "ab" * 32)  # another key: nothing sealed under it either
+    assert seal_analyses(run, ["attack_x.json"]) == []
+    monkeypatch.undo()  # the run's key again
+    res = verify_run(run)
+    assert [p.split(" ")[0] for p in res.problems] == [str(run / "attack_x.json")], res.problems
+    (run / "attack_x.json").unlink()
+    assert verify_run(run).ok  # the owner's way out
+
+
 def test_with_the_key_the_clean_run_exits_0(tmp_path: Path, capsys) -> None:
     run = _make_run(tmp_path / "run")
     assert main(["budget", str(run), "--verify"]) == 0
@@ -563,7 +589,7 @@ def test_an_artefact_write_interrupted_leaves_a_run_that_verifies(
         raise KeyboardInterrupt
 
     if at == "before the seal":
-        monkeypatch.setattr(seal, "_writer_key", interrupted)
+        monkeypatch.setattr(seal, "_run_key", interrupted)
     else:
         monkeypatch.setattr(seal, "write_json_file", write_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
@@ -759,13 +785,13 @@ def test_an_artefact_swapped_while_its_writer_waits_for_the_seal_is_not_sealed(
     import ldp_audit.rundir.seal as seal
     from ldp_audit.errors import RunDirectoryError
 
-    real = seal._writer_key
+    real = seal._run_key
 
     def swapped_meanwhile(r: Path):
         (r / "attack_x.json").write_text(json.dumps({**GOOD_ATTACK, "accuracy": 0.5}))
         return real(r)
 
-    monkeypatch.setattr(seal, "_writer_key", swapped_meanwhile)
+    monkeypatch.setattr(seal, "_run_key", swapped_meanwhile)
     with pytest.raises(RunDirectoryError, match="changed between its write and its seal"):
         write_artifact(run, "attack_x.json", GOOD_ATTACK)
     assert not (run / "attack_x.json").exists()

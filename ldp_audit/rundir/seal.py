@@ -134,6 +134,27 @@ def _writer_key(run: Path) -> Any:
     return key
 
 
+def _run_key(run: Path) -> Any:
+    """The key that sealed ``run``'s ``manifest.json``, when this process holds it (else None):
+    an analysis is sealed under the run's own key or not at all (session 57: `report RUN` on a
+    machine without the run's key created a key file there, which a reader never does, and
+    sealed the report under it; the run's owner then refused the run, exit 2)."""
+    from ldp_audit.accountant.keys import check_key_outside, load_key
+
+    check_key_outside(run)
+    key = load_key(create=False)
+    if key is None:
+        return None
+    with contextlib.suppress(OSError, ValueError, RecursionError, RunDirectoryError):
+        check_regular_file(run / "manifest.json", "manifest.json")
+        man = json.loads((run / "manifest.json").read_bytes())
+        mac = man.get("mac") if isinstance(man, dict) else None
+        if isinstance(mac, dict) and mac.get("key_id") == key.id:
+            want = key.mac(manifest_bytes(man)).hex()
+            return key if hmac.compare_digest(want, str(mac.get("hmac", ""))) else None
+    return None
+
+
 def seal_manifest(man: dict[str, Any], run: Path) -> dict[str, Any]:
     """``man`` with its HMAC under the ledger key (``"mac"``: key id and HMAC)."""
     key = _writer_key(run)
@@ -200,7 +221,9 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     run's ``analyses.json``, under the ledger key (created on first use, like a manifest's).
 
     A run without ``manifest.json`` (still running, or killed) is not sealed here: its
-    ``RunWriter.finish`` hashes every file into the manifest.
+    ``RunWriter.finish`` hashes every file into the manifest. Nor is a run whose manifest this
+    process's key did not seal (no key here, or another key's run): no key is created, and the
+    files stay unsealed, which every reader flags.
 
     Returns:
         The entries appended (empty when the run has no manifest).
@@ -217,7 +240,9 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         return []
-    key = _writer_key(run)
+    key = _run_key(run)
+    if key is None:
+        return []
     with locked_folder(run):
         entries, problem = _read_index(run, checked=False)
         if problem is not None:
@@ -434,11 +459,14 @@ def seal_document(doc: dict[str, Any], run_dir: Any) -> dict[str, Any]:
     """``doc`` (a JSON object written outside the run, e.g. an attack's ``--out``) with a
     ``"seal"``: the SHA-256 of the run's ``manifest.json`` it was computed from and an HMAC of
     both under the ledger key, so that ``report RUN FILE`` can tell it is what the toolkit
-    wrote about that run. A run without manifest is not sealed against (returned unchanged)."""
+    wrote about that run. A run without manifest, or whose manifest this process's key did not
+    seal, is not sealed against (returned unchanged)."""
     run = Path(run_dir)
     if not (run / "manifest.json").is_file() or not isinstance(doc, dict):
         return doc
-    key = _writer_key(run)
+    key = _run_key(run)
+    if key is None:
+        return doc
     man = _anchor(run, checked=False)
     body = {k: v for k, v in doc.items() if k != "seal"}
     mac = key.mac(_doc_bytes(body, man, key.id)).hex()
