@@ -284,6 +284,24 @@ def test_a_reader_without_the_runs_key_creates_no_key_and_seals_nothing(
     assert verify_run(run).ok  # the owner's way out
 
 
+def test_a_report_of_unverified_evidence_is_never_sealed(run: Path, capsys) -> None:
+    """Found from outside (session 57): the run's audit.json (a violation) swapped for a passing
+    one, `report RUN --allow-unverified` (exit 4, into RUN/report) sealed its pages; with the
+    sealed audit.json put back the run verified (authenticated) and its sealed index.html said
+    "Claims not contradicted". The pages of a report read from unverified evidence are written
+    unsealed, so every reader of the run flags them."""
+    sealed = (run / "audit.json").read_bytes()
+    passing = audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=2.0, samples=1000)
+    (run / "audit.json").write_text(json.dumps([passing]))
+    assert main(["report", str(run), "--allow-unverified", "--json"]) == EXIT_UNAUTHENTICATED
+    capsys.readouterr()
+    assert "not contradicted" in (run / "report" / "report.md").read_text()
+    (run / "audit.json").write_bytes(sealed)
+    res = verify_run(run)
+    assert not res.ok and f"{run / 'report'}" in res.problems[0], res.problems
+    assert [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]] == ["audit.json"]
+
+
 def test_with_the_key_the_clean_run_exits_0(tmp_path: Path, capsys) -> None:
     run = _make_run(tmp_path / "run")
     assert main(["budget", str(run), "--verify"]) == 0

@@ -122,9 +122,10 @@ def _need_chromium() -> None:
         )
 
 
-def _screenshot(paths: dict[str, Path]) -> None:
+def _screenshot(paths: dict[str, Path], seal: bool = True) -> None:
     paths["screenshot"] = shot = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
-    if shot.parent.name == "report" and is_run_dir(shot.parent.parent):  # the run's own report
+    # the run's own report, sealed as its pages are
+    if seal and shot.parent.name == "report" and is_run_dir(shot.parent.parent):
         pin_checked(None, {shot: sha256_file(shot)})  # what the browser wrote, not the old one
         seal_analyses(shot.parent.parent, ["report/screenshot.png"])
 
@@ -158,10 +159,11 @@ def _report(args: argparse.Namespace) -> int:
     # the output folder is checked before the report is built (and never holds an input)
     check_report_out(out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name=name)
     report = build_report(args.run_dir, top=args.top, extra=args.extra)
-    paths = report.write(out, overwrite=args.overwrite)
-    if args.screenshot:
-        _screenshot(paths)
     verdict = report.model["verdict"]
+    seal = not args.unsealed and verdict.get("evidence") != "unverified" and checked.ok
+    paths = report.write(out, overwrite=args.overwrite, seal=seal)
+    if args.screenshot:
+        _screenshot(paths, seal)
 
     # the evidence the verdict rests on, as checked before it was read: the stricter of that
     # and the model's own check
