@@ -302,6 +302,20 @@ def test_a_report_of_unverified_evidence_is_never_sealed(run: Path, capsys) -> N
     assert [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]] == ["audit.json"]
 
 
+def test_an_extra_run_must_verify_as_a_whole(tmp_path: Path, capsys) -> None:
+    """Found from outside (session 57): `report RUN EXTRA_RUN` with an FRD EXTRA_RUN whose
+    config.json (ldp_epsilon 1 -> 0.01) and metrics.json were edited (`budget EXTRA_RUN
+    --verify` exit 2) showed the forged epsilon and mission times in its FRD section, exit 0:
+    only the EXTRA's analysis files were checked, not the run a section reads."""
+    run, extra = _make_run(tmp_path / "run"), _make_run(tmp_path / "extra")
+    (extra / "metrics.json").write_text(json.dumps({"note": "forged"}))
+    out = str(tmp_path / "rep")
+    assert main(["report", str(run), str(extra), "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert f"EXTRA {str(extra)!r} is a run that does not verify" in err and "metrics.json" in err
+    assert not (tmp_path / "rep").exists()  # refused before anything was written
+
+
 def test_with_the_key_the_clean_run_exits_0(tmp_path: Path, capsys) -> None:
     run = _make_run(tmp_path / "run")
     assert main(["budget", str(run), "--verify"]) == 0

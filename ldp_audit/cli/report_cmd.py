@@ -205,6 +205,17 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
 
     key = load_key(create=False)
     problems = []
+    for e in [e for e in args.extra if is_run_dir(e)]:
+        # a run given as EXTRA is read as a run (a system's section shows its config, metrics
+        # and ledger): it must verify as a whole (session 57: an FRD run's config.json and
+        # metrics.json edited, `report RUN EXTRA_RUN` showed the forged epsilon, exit 0)
+        try:
+            res = verify_run(e)
+            bad = None if res.ok else res.problems[0]
+        except (OSError, LdpAuditError) as exc:
+            bad = str(exc)
+        if bad is not None:
+            problems.append(f"EXTRA {str(e)!r} is a run that does not verify: {bad}")
     for f in [f for e in args.extra for f in json_files(Path(e)) if f.is_file()]:
         try:  # the bytes whose seal is checked are the bytes the report's loader reads
             data = read_checked(f, "EXTRA")
