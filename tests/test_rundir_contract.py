@@ -105,6 +105,22 @@ def test_finish_seals_what_the_writer_wrote_not_what_was_put_into_the_running_ru
     assert any("audit.json is not sealed" in p for p in problems), problems
 
 
+def test_overwrite_through_a_link_is_refused_before_work(tmp_path) -> None:
+    """Found from outside (session 57): `train pgc-a3c ... --out LINK --overwrite`, LINK a
+    symbolic link to an earlier run, passed the checks, then exit 3 "internal error: OSError:
+    Cannot call rmtree on a symbolic link" with a traceback (`report -o LINK --overwrite` too).
+    Refused by the output-path check, naming the link; the run behind it is left whole."""
+    run, link = tmp_path / "run", tmp_path / "link"
+    _run(run)
+    link.symlink_to(run)
+    before = {f.name: f.read_bytes() for f in run.iterdir()}
+    with pytest.raises(RunDirectoryError, match="'.*link' is a symbolic link .*folder itself"):
+        RunWriter(link, algorithm="test", config={"a": 1}, seed=0, mode="overwrite")
+    with pytest.raises(RunDirectoryError, match="symbolic link"):
+        check_new_dir(link, overwrite=True)
+    assert {f.name: f.read_bytes() for f in run.iterdir()} == before
+
+
 def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
     run = tmp_path / "run"
     w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
