@@ -727,6 +727,19 @@ def test_an_analysis_rolled_back_is_refused_by_its_mark(run: Path, capsys) -> No
     assert main(["budget", str(run), "--verify"]) == 0
 
 
+def test_an_analysis_rolled_back_and_moved_is_refused(run: Path) -> None:
+    """Found from outside (session 57): the rollback above, then `mv RUN RUN2`: the mark was
+    per run path, so RUN2 (no mark of its own) verified (authenticated) and `report RUN2` exit
+    0 without the violation. Where its own path has no mark, a run is checked against the mark
+    of any copy of it (the same key and manifest): an older copy is refused, as a ledger's."""
+    _roll_back_the_audit(run)
+    moved = run.parent / "moved"
+    run.rename(moved)
+    res = verify_run(moved)
+    assert not res.ok and "holds 0 sealed analyses" in res.problems[0], res.problems
+    assert "records 1" in res.problems[0]
+
+
 def test_an_analysis_index_that_forks_from_its_mark_is_refused(run: Path) -> None:
     """The same count with another last entry (an analysis rolled back, another sealed in its
     place under --allow-unverified) does not extend the marked head; the mark does not move."""

@@ -189,6 +189,13 @@ def _mark(run: Path, key: Any, entries: list[dict[str, Any]], anchor: str) -> tu
     return f"analyses|{ident}", str(run / INDEX), mark, head
 
 
+def _any_path_mark(key: Any, anchor: str) -> str:
+    """The id of the mark of the run's analysis chain wherever the run lies (key id and anchor
+    only): the furthest any copy of it was sealed, read where its own path has no mark yet
+    (session 57: `mv RUN RUN2` with an analysis rolled back verified, `report` exit 0)."""
+    return "analyses|" + hashlib.sha256(f"{key.id}|{anchor}".encode()).hexdigest()
+
+
 def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | None:
     """``budget RUN --accept-restored``: the run's analysis mark moved (``move``; else only
     checked) to its ``analyses.json`` as it is, after the index's chain and MACs are checked.
@@ -280,8 +287,9 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         # back, and never onto an index that does not extend it (a rollback read with
         # --allow-unverified stays refused)
         mid, label, mark, head = _mark(run, key, doc["entries"], prev0)
-        with contextlib.suppress(LedgerIntegrityError):
-            advance_mark(key, mid, label, mark, head)
+        for ident in (mid, _any_path_mark(key, prev0)):  # (a fork of a copy: kept as it is)
+            with contextlib.suppress(LedgerIntegrityError):
+                advance_mark(key, ident, label, mark, head)
     # what this process wrote is what its readers may read
     pin_checked(None, {run / INDEX: index, **{run / e["name"]: e["sha256"] for e in added}})
     return added
@@ -359,11 +367,14 @@ def check_analyses(
     if other_keys:
         problems.append(other_key(str(run / INDEX), ", ".join(sorted(other_keys)), key))
     elif mark and key is not None and (run / "manifest.json").is_file() and not problem:
-        from ldp_audit.accountant.ledger_marks import check_mark
+        from ldp_audit.accountant.ledger_marks import check_mark, read_mark
         from ldp_audit.errors import LedgerError
 
-        mid, label, (n, _), head = _mark(run, key, entries, _anchor(run))
+        anchor = _anchor(run)
+        mid, label, (n, _), head = _mark(run, key, entries, anchor)
         try:
+            if read_mark(key, mid, label) is None:  # moved or copied here: any copy's mark
+                mid = _any_path_mark(key, anchor)
             check_mark(key, mid, label, n, head)
         except LedgerError as exc:  # (LedgerIntegrityError too) rolled back, or a bad mark
             problems.append(str(exc))
