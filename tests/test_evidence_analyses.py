@@ -763,6 +763,19 @@ def test_a_copy_of_a_run_analysed_on_its_own_is_not_a_fork(run: Path, tmp_path: 
     assert verify_run(run).ok and verify_run(copy).ok
 
 
+def test_accepting_a_restored_run_without_a_key_creates_none(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Found from outside (session 57): `budget RUN --accept-restored` with no key file created
+    one, then refused "analyses.json was sealed under key id A, not this process's key B" (B:
+    the key it had just made). Now: no key, no key created, and the refusal says so."""
+    key_file = tmp_path / "none" / "ledger.key"
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(key_file))
+    assert main(["budget", str(run), "--accept-restored"]) == 2
+    assert "holds no ledger key" in capsys.readouterr().err
+    assert not key_file.parent.exists()
+
+
 def test_accepting_a_restored_run_refuses_an_index_the_key_did_not_write(run: Path) -> None:
     """Session 53 probe: `budget RUN --accept-restored` on a run whose analyses.json fails its
     MAC said "nothing was accepted" after the ledger's mark had moved; now neither mark moves."""

@@ -207,10 +207,18 @@ def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | N
     """
     from ldp_audit.accountant.ledger_marks import advance_mark
 
+    from ldp_audit.accountant.keys import check_key_outside, load_key
+
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         return None
-    key = _writer_key(run)
+    check_key_outside(run)
+    key = load_key(create=False)  # the run's key moves its marks; none is created for it
+    if key is None:
+        raise RunDirectoryError(
+            "--accept-restored: this process holds no ledger key (set LDP_AUDIT_KEY_FILE or "
+            "LDP_AUDIT_KEY to the key that wrote the run): nothing was accepted"
+        )
     entries, _ = _read_index(run, checked=False)
     problems: list[str] = []
     check_analyses(run, key, set(), problems, [], mark=False)
