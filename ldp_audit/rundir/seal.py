@@ -205,9 +205,8 @@ def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | N
     Raises:
         RunDirectoryError: the index is not one the key wrote (nothing is accepted).
     """
-    from ldp_audit.accountant.ledger_marks import advance_mark
-
     from ldp_audit.accountant.keys import check_key_outside, load_key
+    from ldp_audit.accountant.ledger_marks import advance_mark
 
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
