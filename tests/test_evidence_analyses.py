@@ -258,6 +258,64 @@ def test_without_a_key_the_verdict_says_unauthenticated(
     assert main(["budget", str(run)]) == EXIT_UNAUTHENTICATED
 
 
+def test_a_reader_without_the_runs_key_creates_no_key_and_seals_nothing(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 57): `report RUN` (into RUN/report) on a machine without the
+    run's key created a key file there ("a reader never creates one") and sealed the report in
+    analyses.json under it; the run's owner then refused the whole run, exit 2 ("analyses.json
+    was sealed under key id ..."), with no way out but editing the index (`audit --run-dir` and
+    `attack --run-dir --out` did the same). An analysis is now sealed under the key that sealed
+    the run's manifest, or left unsealed: the owner's refusal names RUN/report to remove."""
+    from ldp_audit.rundir.seal import seal_analyses, seal_document
+
+    key_file = tmp_path / "no-key-here" / "ledger.key"
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(key_file))
+    write_artifact(run, "attack_x.json", GOOD_ATTACK)  # what report, audit, attack call
+    assert not key_file.exists() and not key_file.parent.exists()
+    assert seal_document({"x": 1}, run) == {"x": 1}  # an attack's --out: unsealed
+    assert [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]] == ["audit.json"]
+    monkeypatch.setenv("LDP_AUDIT_KEY", "ab" * 32)  # another key: nothing sealed under it either
+    assert seal_analyses(run, ["attack_x.json"]) == []
+    monkeypatch.undo()  # the run's key again
+    res = verify_run(run)
+    assert [p.split(" ")[0] for p in res.problems] == [str(run / "attack_x.json")], res.problems
+    (run / "attack_x.json").unlink()
+    assert verify_run(run).ok  # the owner's way out
+
+
+def test_a_report_of_unverified_evidence_is_never_sealed(run: Path, capsys) -> None:
+    """Found from outside (session 57): the run's audit.json (a violation) swapped for a passing
+    one, `report RUN --allow-unverified` (exit 4, into RUN/report) sealed its pages; with the
+    sealed audit.json put back the run verified (authenticated) and its sealed index.html said
+    "Claims not contradicted". The pages of a report read from unverified evidence are written
+    unsealed, so every reader of the run flags them."""
+    sealed = (run / "audit.json").read_bytes()
+    passing = audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=2.0, samples=1000)
+    (run / "audit.json").write_text(json.dumps([passing]))
+    assert main(["report", str(run), "--allow-unverified", "--json"]) == EXIT_UNAUTHENTICATED
+    capsys.readouterr()
+    assert "not contradicted" in (run / "report" / "report.md").read_text()
+    (run / "audit.json").write_bytes(sealed)
+    res = verify_run(run)
+    assert not res.ok and f"{run / 'report'}" in res.problems[0], res.problems
+    assert [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]] == ["audit.json"]
+
+
+def test_an_extra_run_must_verify_as_a_whole(tmp_path: Path, capsys) -> None:
+    """Found from outside (session 57): `report RUN EXTRA_RUN` with an FRD EXTRA_RUN whose
+    config.json (ldp_epsilon 1 -> 0.01) and metrics.json were edited (`budget EXTRA_RUN
+    --verify` exit 2) showed the forged epsilon and mission times in its FRD section, exit 0:
+    only the EXTRA's analysis files were checked, not the run a section reads."""
+    run, extra = _make_run(tmp_path / "run"), _make_run(tmp_path / "extra")
+    (extra / "metrics.json").write_text(json.dumps({"note": "forged"}))
+    out = str(tmp_path / "rep")
+    assert main(["report", str(run), str(extra), "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert f"EXTRA {str(extra)!r} is a run that does not verify" in err and "metrics.json" in err
+    assert not (tmp_path / "rep").exists()  # refused before anything was written
+
+
 def test_with_the_key_the_clean_run_exits_0(tmp_path: Path, capsys) -> None:
     run = _make_run(tmp_path / "run")
     assert main(["budget", str(run), "--verify"]) == 0
@@ -563,7 +621,7 @@ def test_an_artefact_write_interrupted_leaves_a_run_that_verifies(
         raise KeyboardInterrupt
 
     if at == "before the seal":
-        monkeypatch.setattr(seal, "_writer_key", interrupted)
+        monkeypatch.setattr(seal, "_run_key", interrupted)
     else:
         monkeypatch.setattr(seal, "write_json_file", write_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
@@ -669,6 +727,19 @@ def test_an_analysis_rolled_back_is_refused_by_its_mark(run: Path, capsys) -> No
     assert main(["budget", str(run), "--verify"]) == 0
 
 
+def test_an_analysis_rolled_back_and_moved_is_refused(run: Path) -> None:
+    """Found from outside (session 57): the rollback above, then `mv RUN RUN2`: the mark was
+    per run path, so RUN2 (no mark of its own) verified (authenticated) and `report RUN2` exit
+    0 without the violation. Where its own path has no mark, a run is checked against the mark
+    of any copy of it (the same key and manifest): an older copy is refused, as a ledger's."""
+    _roll_back_the_audit(run)
+    moved = run.parent / "moved"
+    run.rename(moved)
+    res = verify_run(moved)
+    assert not res.ok and "holds 0 sealed analyses" in res.problems[0], res.problems
+    assert "records 1" in res.problems[0]
+
+
 def test_an_analysis_index_that_forks_from_its_mark_is_refused(run: Path) -> None:
     """The same count with another last entry (an analysis rolled back, another sealed in its
     place under --allow-unverified) does not extend the marked head; the mark does not move."""
@@ -690,6 +761,19 @@ def test_a_copy_of_a_run_analysed_on_its_own_is_not_a_fork(run: Path, tmp_path: 
     for r in (run, copy):
         write_artifact(r, "attack_x.json", GOOD_ATTACK)
     assert verify_run(run).ok and verify_run(copy).ok
+
+
+def test_accepting_a_restored_run_without_a_key_creates_none(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Found from outside (session 57): `budget RUN --accept-restored` with no key file created
+    one, then refused "analyses.json was sealed under key id A, not this process's key B" (B:
+    the key it had just made). Now: no key, no key created, and the refusal says so."""
+    key_file = tmp_path / "none" / "ledger.key"
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(key_file))
+    assert main(["budget", str(run), "--accept-restored"]) == 2
+    assert "holds no ledger key" in capsys.readouterr().err
+    assert not key_file.parent.exists()
 
 
 def test_accepting_a_restored_run_refuses_an_index_the_key_did_not_write(run: Path) -> None:
@@ -759,13 +843,13 @@ def test_an_artefact_swapped_while_its_writer_waits_for_the_seal_is_not_sealed(
     import ldp_audit.rundir.seal as seal
     from ldp_audit.errors import RunDirectoryError
 
-    real = seal._writer_key
+    real = seal._run_key
 
     def swapped_meanwhile(r: Path):
         (r / "attack_x.json").write_text(json.dumps({**GOOD_ATTACK, "accuracy": 0.5}))
         return real(r)
 
-    monkeypatch.setattr(seal, "_writer_key", swapped_meanwhile)
+    monkeypatch.setattr(seal, "_run_key", swapped_meanwhile)
     with pytest.raises(RunDirectoryError, match="changed between its write and its seal"):
         write_artifact(run, "attack_x.json", GOOD_ATTACK)
     assert not (run / "attack_x.json").exists()

@@ -105,6 +105,22 @@ def test_finish_seals_what_the_writer_wrote_not_what_was_put_into_the_running_ru
     assert any("audit.json is not sealed" in p for p in problems), problems
 
 
+def test_overwrite_through_a_link_is_refused_before_work(tmp_path) -> None:
+    """Found from outside (session 57): `train pgc-a3c ... --out LINK --overwrite`, LINK a
+    symbolic link to an earlier run, passed the checks, then exit 3 "internal error: OSError:
+    Cannot call rmtree on a symbolic link" with a traceback (`report -o LINK --overwrite` too).
+    Refused by the output-path check, naming the link; the run behind it is left whole."""
+    run, link = tmp_path / "run", tmp_path / "link"
+    _run(run)
+    link.symlink_to(run)
+    before = {f.name: f.read_bytes() for f in run.iterdir()}
+    with pytest.raises(RunDirectoryError, match="'.*link' is a symbolic link .*folder itself"):
+        RunWriter(link, algorithm="test", config={"a": 1}, seed=0, mode="overwrite")
+    with pytest.raises(RunDirectoryError, match="symbolic link"):
+        check_new_dir(link, overwrite=True)
+    assert {f.name: f.read_bytes() for f in run.iterdir()} == before
+
+
 def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
     run = tmp_path / "run"
     w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
@@ -126,6 +142,36 @@ def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
     w2.finish()
     with pytest.raises(RunDirectoryError, match="complete; nothing to resume"):
         RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+
+
+def test_a_finished_run_made_to_look_unfinished_is_never_resumed(tmp_path) -> None:
+    """Found from outside (session 57): a finished run with a sealed violating ``audit.json``
+    (``report`` exit 1); "complete" edited to "interrupted" in manifest.json (or the manifest
+    deleted), then a resume of it: the audit was deleted, the run re-sealed and verified
+    (authenticated), and ``report`` exited 0. A resume now needs a manifest that verifies and
+    records an unfinished run, and refuses a run holding sealed analyses without one."""
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    def resume(run):
+        return RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+
+    for tamper in ("edit", "delete"):
+        run = tmp_path / tamper
+        w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
+        Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+        w.finish()
+        write_artifact(run, "audit.json", [{"violation": True}])
+        man = run / "manifest.json"
+        if tamper == "edit":
+            man.write_text(man.read_text().replace('"complete"', '"interrupted"'))
+            match = "does not verify .*MAC"
+        else:
+            man.unlink()
+            match = "holds analyses.json but no manifest.json"
+        before = {p.name: p.read_bytes() for p in run.iterdir()}
+        with pytest.raises(RunDirectoryError, match=match):
+            resume(run)
+        assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # nothing deleted
 
 
 def test_a_run_has_one_writer_at_a_time(tmp_path) -> None:

@@ -122,9 +122,10 @@ def _need_chromium() -> None:
         )
 
 
-def _screenshot(paths: dict[str, Path]) -> None:
+def _screenshot(paths: dict[str, Path], seal: bool = True) -> None:
     paths["screenshot"] = shot = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
-    if shot.parent.name == "report" and is_run_dir(shot.parent.parent):  # the run's own report
+    # the run's own report, sealed as its pages are
+    if seal and shot.parent.name == "report" and is_run_dir(shot.parent.parent):
         pin_checked(None, {shot: sha256_file(shot)})  # what the browser wrote, not the old one
         seal_analyses(shot.parent.parent, ["report/screenshot.png"])
 
@@ -158,10 +159,11 @@ def _report(args: argparse.Namespace) -> int:
     # the output folder is checked before the report is built (and never holds an input)
     check_report_out(out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name=name)
     report = build_report(args.run_dir, top=args.top, extra=args.extra)
-    paths = report.write(out, overwrite=args.overwrite)
-    if args.screenshot:
-        _screenshot(paths)
     verdict = report.model["verdict"]
+    seal = not args.unsealed and verdict.get("evidence") != "unverified" and checked.ok
+    paths = report.write(out, overwrite=args.overwrite, seal=seal)
+    if args.screenshot:
+        _screenshot(paths, seal)
 
     # the evidence the verdict rests on, as checked before it was read: the stricter of that
     # and the model's own check
@@ -203,6 +205,17 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
 
     key = load_key(create=False)
     problems = []
+    for e in [e for e in args.extra if is_run_dir(e)]:
+        # a run given as EXTRA is read as a run (a system's section shows its config, metrics
+        # and ledger): it must verify as a whole (session 57: an FRD run's config.json and
+        # metrics.json edited, `report RUN EXTRA_RUN` showed the forged epsilon, exit 0)
+        try:
+            res = verify_run(e)
+            bad = None if res.ok else res.problems[0]
+        except (OSError, LdpAuditError) as exc:
+            bad = str(exc)
+        if bad is not None:
+            problems.append(f"EXTRA {str(e)!r} is a run that does not verify: {bad}")
     for f in [f for e in args.extra for f in json_files(Path(e)) if f.is_file()]:
         try:  # the bytes whose seal is checked are the bytes the report's loader reads
             data = read_checked(f, "EXTRA")

@@ -420,12 +420,15 @@ def _sealable(args: argparse.Namespace, run: Path, own: list[str]) -> bool:
     and said so: sealed, it was read afterwards as the verified run's verdict (session 56)."""
     res = args._evidence
     mine = tuple(f"{run / n} " for n in own)
-    if all(p.startswith(mine) for p in res.problems) if mine else res.ok:
+    if res.evidence == "unauthenticated":  # no key here: the run's key seals, or nothing does
+        why = "this process holds no ledger key (the run's key seals its analyses)"
+    elif all(p.startswith(mine) for p in res.problems) if mine else res.ok:
         return True
+    else:
+        why = "this analysis was computed from evidence that did not verify"
     print(
-        "not sealed: this analysis was computed from evidence that did not verify; every "
-        "reader of the run (or `report RUN FILE`) flags it until it is run again on "
-        "verified evidence",
+        f"not sealed: {why}; every reader of the run (or `report RUN FILE`) flags it until it "
+        f"is run again on verified evidence, with the run's key",
         file=sys.stderr,
     )
     return False

@@ -76,12 +76,20 @@ class Report:
         """The report model as strict JSON."""
         return render_json(self.model)
 
-    def write(self, out_dir: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
+    def write(
+        self, out_dir: str | Path, *, overwrite: bool = False, seal: bool = True
+    ) -> dict[str, Path]:
         """Write ``index.html``, ``report.md``, ``report.json`` and ``figures/*.png``.
 
         ``out_dir`` must not exist or be empty; an earlier report there is replaced only with
         ``overwrite=True`` (never merged: stale figures are removed). Written into a finished
-        run's ``report`` folder, its files are sealed in the run's ``analyses.json``.
+        run's ``report`` folder, its files are sealed in the run's ``analyses.json``, unless
+        ``seal`` is False (the caller read unsealed evidence) or the report read evidence that
+        did not verify (its verdict's ``evidence`` is ``"unverified"``): such a report is left
+        unsealed, so that every reader of the run flags it (session 57: a report of a run whose
+        ``audit.json`` was swapped, read with --allow-unverified, was sealed; with the sealed
+        audit put back, the run verified and its sealed page said "Claims not contradicted"
+        where the run's audit found a violation).
 
         Returns:
             ``{"html": ..., "markdown": ..., "json": ..., "figures": ...}`` paths.
@@ -106,7 +114,8 @@ class Report:
                 (figs / f"{name}.png").write_bytes(png)
             for k, (_, text) in pages.items():
                 paths[k].write_text(text, encoding="utf-8")
-            if out.name == "report" and is_run_dir(out.parent):  # the run's own report folder:
+            verified = self.model.get("verdict", {}).get("evidence") != "unverified"
+            if seal and verified and out.name == "report" and is_run_dir(out.parent):
                 figures = [f"report/figures/{name}.png" for name in self.figures]
                 wrote = {paths[k]: text.encode("utf-8") for k, (_, text) in pages.items()}
                 wrote.update({figs / f"{n}.png": png for n, png in self.figures.items()})

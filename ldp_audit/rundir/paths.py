@@ -130,6 +130,12 @@ def check_new_dir(
                     + (f", or pass {over} to replace an earlier one" if can_overwrite else "")
                     + (" (or --resume to continue it)" if can_resume else "")
                 )
+            if p.is_symlink():  # rmtree never deletes through a link (exit 3 before)
+                raise RunDirectoryError(
+                    f"{name} {str(p)!r} is a symbolic link (to {os.readlink(p)!r}); {over} "
+                    f"replaces an earlier run or report folder, never one through a link: give "
+                    f"the folder itself"
+                )
             if not _earlier_output(p):
                 raise RunDirectoryError(
                     f"{name} {str(p)!r} is not empty and is not a run or report folder (a "

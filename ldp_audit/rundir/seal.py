@@ -134,6 +134,27 @@ def _writer_key(run: Path) -> Any:
     return key
 
 
+def _run_key(run: Path) -> Any:
+    """The key that sealed ``run``'s ``manifest.json``, when this process holds it (else None):
+    an analysis is sealed under the run's own key or not at all (session 57: `report RUN` on a
+    machine without the run's key created a key file there, which a reader never does, and
+    sealed the report under it; the run's owner then refused the run, exit 2)."""
+    from ldp_audit.accountant.keys import check_key_outside, load_key
+
+    check_key_outside(run)
+    key = load_key(create=False)
+    if key is None:
+        return None
+    with contextlib.suppress(OSError, ValueError, RecursionError, RunDirectoryError):
+        check_regular_file(run / "manifest.json", "manifest.json")
+        man = json.loads((run / "manifest.json").read_bytes())
+        mac = man.get("mac") if isinstance(man, dict) else None
+        if isinstance(mac, dict) and mac.get("key_id") == key.id:
+            want = key.mac(manifest_bytes(man)).hex()
+            return key if hmac.compare_digest(want, str(mac.get("hmac", ""))) else None
+    return None
+
+
 def seal_manifest(man: dict[str, Any], run: Path) -> dict[str, Any]:
     """``man`` with its HMAC under the ledger key (``"mac"``: key id and HMAC)."""
     key = _writer_key(run)
@@ -168,6 +189,13 @@ def _mark(run: Path, key: Any, entries: list[dict[str, Any]], anchor: str) -> tu
     return f"analyses|{ident}", str(run / INDEX), mark, head
 
 
+def _any_path_mark(key: Any, anchor: str) -> str:
+    """The id of the mark of the run's analysis chain wherever the run lies (key id and anchor
+    only): the furthest any copy of it was sealed, read where its own path has no mark yet
+    (session 57: `mv RUN RUN2` with an analysis rolled back verified, `report` exit 0)."""
+    return "analyses|" + hashlib.sha256(f"{key.id}|{anchor}".encode()).hexdigest()
+
+
 def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | None:
     """``budget RUN --accept-restored``: the run's analysis mark moved (``move``; else only
     checked) to its ``analyses.json`` as it is, after the index's chain and MACs are checked.
@@ -177,12 +205,19 @@ def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | N
     Raises:
         RunDirectoryError: the index is not one the key wrote (nothing is accepted).
     """
+    from ldp_audit.accountant.keys import check_key_outside, load_key
     from ldp_audit.accountant.ledger_marks import advance_mark
 
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         return None
-    key = _writer_key(run)
+    check_key_outside(run)
+    key = load_key(create=False)  # the run's key moves its marks; none is created for it
+    if key is None:
+        raise RunDirectoryError(
+            "--accept-restored: this process holds no ledger key (set LDP_AUDIT_KEY_FILE or "
+            "LDP_AUDIT_KEY to the key that wrote the run): nothing was accepted"
+        )
     entries, _ = _read_index(run, checked=False)
     problems: list[str] = []
     check_analyses(run, key, set(), problems, [], mark=False)
@@ -200,7 +235,9 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     run's ``analyses.json``, under the ledger key (created on first use, like a manifest's).
 
     A run without ``manifest.json`` (still running, or killed) is not sealed here: its
-    ``RunWriter.finish`` hashes every file into the manifest.
+    ``RunWriter.finish`` hashes every file into the manifest. Nor is a run whose manifest this
+    process's key did not seal (no key here, or another key's run): no key is created, and the
+    files stay unsealed, which every reader flags.
 
     Returns:
         The entries appended (empty when the run has no manifest).
@@ -217,7 +254,9 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         return []
-    key = _writer_key(run)
+    key = _run_key(run)
+    if key is None:
+        return []
     with locked_folder(run):
         entries, problem = _read_index(run, checked=False)
         if problem is not None:
@@ -255,8 +294,9 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         # back, and never onto an index that does not extend it (a rollback read with
         # --allow-unverified stays refused)
         mid, label, mark, head = _mark(run, key, doc["entries"], prev0)
-        with contextlib.suppress(LedgerIntegrityError):
-            advance_mark(key, mid, label, mark, head)
+        for ident in (mid, _any_path_mark(key, prev0)):  # (a fork of a copy: kept as it is)
+            with contextlib.suppress(LedgerIntegrityError):
+                advance_mark(key, ident, label, mark, head)
     # what this process wrote is what its readers may read
     pin_checked(None, {run / INDEX: index, **{run / e["name"]: e["sha256"] for e in added}})
     return added
@@ -334,11 +374,14 @@ def check_analyses(
     if other_keys:
         problems.append(other_key(str(run / INDEX), ", ".join(sorted(other_keys)), key))
     elif mark and key is not None and (run / "manifest.json").is_file() and not problem:
-        from ldp_audit.accountant.ledger_marks import check_mark
+        from ldp_audit.accountant.ledger_marks import check_mark, read_mark
         from ldp_audit.errors import LedgerError
 
-        mid, label, (n, _), head = _mark(run, key, entries, _anchor(run))
+        anchor = _anchor(run)
+        mid, label, (n, _), head = _mark(run, key, entries, anchor)
         try:
+            if read_mark(key, mid, label) is None:  # moved or copied here: any copy's mark
+                mid = _any_path_mark(key, anchor)
             check_mark(key, mid, label, n, head)
         except LedgerError as exc:  # (LedgerIntegrityError too) rolled back, or a bad mark
             problems.append(str(exc))
@@ -434,11 +477,14 @@ def seal_document(doc: dict[str, Any], run_dir: Any) -> dict[str, Any]:
     """``doc`` (a JSON object written outside the run, e.g. an attack's ``--out``) with a
     ``"seal"``: the SHA-256 of the run's ``manifest.json`` it was computed from and an HMAC of
     both under the ledger key, so that ``report RUN FILE`` can tell it is what the toolkit
-    wrote about that run. A run without manifest is not sealed against (returned unchanged)."""
+    wrote about that run. A run without manifest, or whose manifest this process's key did not
+    seal, is not sealed against (returned unchanged)."""
     run = Path(run_dir)
     if not (run / "manifest.json").is_file() or not isinstance(doc, dict):
         return doc
-    key = _writer_key(run)
+    key = _run_key(run)
+    if key is None:
+        return doc
     man = _anchor(run, checked=False)
     body = {k: v for k, v in doc.items() if k != "seal"}
     mac = key.mac(_doc_bytes(body, man, key.id)).hex()

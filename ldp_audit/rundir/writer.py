@@ -26,7 +26,6 @@ from ldp_audit.rundir.files import (
     hold_file,
     pin_checked,
     read_config,
-    read_json,
     sha256_file,
     to_jsonable,
     unpin_run,
@@ -225,11 +224,7 @@ class RunWriter:
                     f"needs the same algorithm, config and seed"
                 )
         self._hold()  # two --resume of one run at once: the second refused before any change
-        man = p / "manifest.json"
-        if man.exists() and read_json(p, "manifest.json").get("status") == "complete":
-            raise RunDirectoryError(
-                f"--resume: the run in {str(p)!r} is complete; nothing to resume"
-            )
+        self._check_unfinished()
         # outputs of the interrupted attempt are superseded (the ledger is kept), and so are
         # the analyses of them sealed against its manifest
         for name in (*RUN_FILES, ANALYSES_INDEX):
@@ -245,6 +240,38 @@ class RunWriter:
         ]
         cfg_doc["status"] = "running"
         write_json_file(p / "config.json", cfg_doc, replace=True)
+
+    def _check_unfinished(self) -> None:
+        """A resume deletes the earlier attempt's outputs and sealed analyses: only a run whose
+        own evidence says it stopped may be resumed (session 57: "complete" edited to
+        "interrupted" in manifest.json, or the manifest deleted, and a resume deleted the
+        sealed audit.json of a finished run and re-sealed it, verified, without the violation).
+        A manifest must verify (its MAC under this process's key, every file) and record
+        ``interrupted`` or ``failed``; without one, the run must hold no sealed analysis (only
+        a finished run's manifest anchors ``analyses.json``)."""
+        from ldp_audit.rundir.verify import verify_run
+
+        p = self.path
+        if (p / "manifest.json").exists():
+            res = verify_run(p)
+            unpin_run(p)  # this writer rewrites what the check saw
+            if not res.ok:
+                raise RunDirectoryError(
+                    f"--resume: the run in {str(p)!r} does not verify ({res.problems[0]}); a "
+                    f"resume would delete its evidence: check it with `ldp-audit budget {p} "
+                    f"--verify`, or start it over (--overwrite, or a new --out)"
+                )
+            if res.status == "complete":
+                raise RunDirectoryError(
+                    f"--resume: the run in {str(p)!r} is complete; nothing to resume"
+                )
+        elif (p / ANALYSES_INDEX).exists():
+            raise RunDirectoryError(
+                f"--resume: {str(p)!r} holds {ANALYSES_INDEX} but no manifest.json: the run "
+                f"finished (only a finished run's analyses are sealed) and its manifest was "
+                f"removed; a resume would delete its sealed analyses: start it over "
+                f"(--overwrite, or a new --out)"
+            )
 
     @property
     def ledger_path(self) -> Path:
