@@ -54,7 +54,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ldp_audit.attacks.scoring import one_openmp_thread
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_batch, check_choice, check_int, check_rng
+from ldp_audit.validation import check_batch, check_choice, check_int, check_probability, check_rng
 
 #: The paper's candidate gravities (Ono & Takahashi 2020, Sec. 4: psi uniform in {9.7, 9.8, 9.9}).
 GRAVITIES: tuple[float, ...] = (9.7, 9.8, 9.9)
@@ -68,6 +68,14 @@ _CHUNK = 4096  # episodes per simulator call (bounded memory, still one vectoris
 def mechanism_epsilon(mechanism: Any) -> float:
     """The mechanism's per-report epsilon (``inf`` for ``None`` / the non-private baseline)."""
     return float(getattr(mechanism, "epsilon", math.inf))
+
+
+def mechanism_delta(mechanism: Any) -> float:
+    """The mechanism's per-report delta, checked in [0, 1] (0.0 for a pure mechanism, one
+    without ``delta`` and ``None``)."""
+    return check_probability(
+        getattr(mechanism, "delta", 0.0), "mechanism.delta", open_interval=False
+    )
 
 
 def mechanism_config(mechanism: Any) -> dict[str, Any]:

@@ -8,9 +8,11 @@ allows it becomes an end-to-end audit. This module holds the side-effect-free ar
   Bayes bound for k-ary hypotheses under pure DP), and its composition: ``T`` reports at
   epsilon each are together ``T * epsilon``-LDP (sequential composition, Ono & Takahashi 2020,
   Sec. 3.2.1);
-* the implied lower bound ``e^eps >= acc (k - 1) / (1 - acc)`` from an observed accuracy, taken at
-  the Clopper-Pearson lower confidence limit of the accuracy so that the bound holds with the
-  stated confidence;
+* for an (epsilon, delta) release the ceiling ``(e^eps + (k - 1) delta) / (e^eps + k - 1)`` (the
+  same sum with ``+ delta`` on each inequality; ``T`` reports compose to ``(T eps, T delta)``);
+* the implied lower bound ``e^eps >= (k - 1)(acc - delta) / (1 - acc)`` from an observed accuracy,
+  taken at the Clopper-Pearson lower confidence limit of the accuracy so that the bound holds
+  with the stated confidence;
 * the (epsilon, delta) hypothesis-testing bound ``TPR <= e^eps FPR + delta`` (and its mirror
   ``1 - FPR <= e^eps (1 - TPR) + delta``) as a TPR ceiling (Steinke, Nasr & Jagielski 2023,
   Def. 2.1 / eq. (1)); the epsilon it implies from membership rates, and its lower bound from
@@ -79,46 +81,61 @@ def composed_epsilon(epsilon: float, reports: int = 1) -> float:
     return eps * check_int(reports, "reports", minimum=1)
 
 
-def accuracy_ceiling(epsilon: float, k: int, reports: int = 1) -> float:
+def accuracy_ceiling(epsilon: float, k: int, reports: int = 1, delta: float = 0.0) -> float:
     """Largest accuracy any attacker can reach guessing one of ``k`` equally likely secrets.
 
-    For an epsilon-LDP release ``M`` and a uniform prior over ``k`` secrets,
-    ``P[guess = s] <= e^eps / (e^eps + k - 1)``: summing ``P[A(M(s)) = s] <= e^eps P[A(M(s')) = s]``
-    over the ``k - 1`` wrong secrets ``s'`` gives ``(k - 1) p_s <= e^eps (1 - ...)``; averaging
-    over ``s`` yields the bound. With ``T`` reports the epsilon composes to ``T * epsilon``.
+    For an (epsilon, delta)-LDP release ``M``, a uniform prior over ``k`` secrets and
+    ``p_s = P[A(M(s)) = s]``: ``p_s <= e^eps P[A(M(s')) = s] + delta`` for each of the ``k - 1``
+    wrong secrets ``s'``; summing over ``s'`` and ``s`` (the wrong guesses of each ``s'`` sum to
+    ``1 - p_s'``) gives ``(k - 1) acc <= e^eps (1 - acc) + (k - 1) delta``, so
+    ``acc <= (e^eps + (k - 1) delta) / (e^eps + k - 1)`` (``e^eps / (e^eps + k - 1)`` under pure
+    LDP). With ``T`` reports the guarantee composes to ``(T epsilon, min(1, T delta))``.
 
     Args:
         epsilon: per-report epsilon (``inf`` gives 1.0).
         k: number of equally likely secrets (e.g. 3 gravities).
         reports: reports per agent ``T``.
+        delta: per-report delta in [0, 1] (0 for a pure epsilon-LDP mechanism).
 
     Returns:
-        ``e^{T eps} / (e^{T eps} + k - 1)`` in ``[1/k, 1]``.
+        ``(e^{T eps} + (k - 1) T delta) / (e^{T eps} + k - 1)`` in ``[1/k, 1]``.
     """
     k = check_int(k, "k", minimum=2)
     eps = composed_epsilon(epsilon, reports)
+    d = _composed_delta(delta, reports)
     if math.isinf(eps):
         return 1.0
-    # e^e / (e^e + k - 1) = 1 / (1 + (k - 1) e^{-e}), stable for large eps.
-    return 1.0 / (1.0 + (k - 1) * math.exp(-eps))
+    # e^e / (e^e + k - 1) = 1 / (1 + (k - 1) e^{-e}), stable for large eps; delta adds
+    # (k - 1) delta / (e^e + k - 1) = (1 - pure) delta.
+    pure = 1.0 / (1.0 + (k - 1) * math.exp(-eps))
+    return pure + (1.0 - pure) * d
 
 
-def epsilon_from_accuracy(accuracy: float, k: int) -> float:
-    """Epsilon implied by an accuracy: ``ln(acc (k - 1) / (1 - acc))``, 0 at or below chance.
+def _composed_delta(delta: Any, reports: Any) -> float:
+    """``min(1, T delta)``: the delta of ``T`` reports at ``delta`` each (basic composition)."""
+    d = check_probability(delta, "delta", open_interval=False)
+    return min(1.0, d * check_int(reports, "reports", minimum=1))
+
+
+def epsilon_from_accuracy(accuracy: float, k: int, delta: float = 0.0) -> float:
+    """Epsilon implied by an accuracy: ``ln((k - 1)(acc - delta) / (1 - acc))``, 0 at or below
+    the zero-epsilon ceiling ``(1 + (k - 1) delta) / k`` (chance under pure LDP).
 
     The inverse of :func:`accuracy_ceiling` for one report; ``inf`` at accuracy 1.
 
     Args:
         accuracy: accuracy in ``[0, 1]``.
         k: number of equally likely secrets.
+        delta: the release's delta in [0, 1] (for ``T`` reports their composed delta).
     """
     k = check_int(k, "k", minimum=2)
     acc = check_probability(accuracy, "accuracy", open_interval=False)
-    if acc <= 1.0 / k:
+    d = check_probability(delta, "delta", open_interval=False)
+    if acc <= (1.0 + (k - 1) * d) / k:
         return 0.0
     if acc >= 1.0:
         return math.inf
-    return math.log(acc * (k - 1) / (1.0 - acc))
+    return math.log((k - 1) * (acc - d) / (1.0 - acc))
 
 
 def accuracy_interval(correct: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -172,7 +189,7 @@ class AttackResult:
         correct: number of correct guesses (classification attacks; else 0).
         accuracy: ``correct / n`` (or balanced accuracy for membership).
         accuracy_ci: two-sided Clopper-Pearson interval at ``confidence``.
-        ceiling: accuracy ceiling of the guarantee at ``T * epsilon``.
+        ceiling: accuracy ceiling of the guarantee at ``T * epsilon`` (and ``T * delta``).
         composed_epsilon: ``T * epsilon``.
         epsilon_lower_bound: epsilon (composed over T reports) implied by the attack, holding with
             probability ``confidence``; compare with ``composed_epsilon``.
@@ -185,6 +202,8 @@ class AttackResult:
         advantage: ``TPR - FPR`` at the best threshold, or ``(acc - 1/k) / (1 - 1/k)``.
         seconds: wall-clock time of the attack.
         extra: free-form, JSON-able details (settings, per-class counts...).
+        delta: claimed per-report delta (0 for pure epsilon-LDP); the ceiling and the implied
+            epsilon of a guessing attack hold at the composed ``min(1, T * delta)``.
     """
 
     attack: str
@@ -208,6 +227,7 @@ class AttackResult:
     advantage: float = 0.0
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    delta: float = 0.0
 
     @classmethod
     def from_guesses(
@@ -223,9 +243,11 @@ class AttackResult:
         confidence: float = 0.95,
         seconds: float = 0.0,
         extra: dict[str, Any] | None = None,
+        delta: float = 0.0,
     ) -> AttackResult:
         """The result of a ``k``-way guessing attack: ``correct`` of ``n`` secrets right, scored
-        (interval, ceiling at ``reports_per_agent * epsilon``, implied epsilon, advantage).
+        (interval, ceiling at ``reports_per_agent * epsilon`` and, for an (epsilon, delta)
+        mechanism, ``min(1, reports_per_agent * delta)``, implied epsilon, advantage).
         The implied epsilon is taken at the two-sided interval's lower end (it holds with
         probability ``(1 + confidence) / 2``), so ``violation`` is exactly "the interval lies
         above the ceiling"."""
@@ -241,16 +263,19 @@ class AttackResult:
             correct=correct,
             accuracy=acc,
             accuracy_ci=ci,
-            ceiling=accuracy_ceiling(epsilon, k, reports_per_agent),
+            ceiling=accuracy_ceiling(epsilon, k, reports_per_agent, delta),
             composed_epsilon=composed_epsilon(epsilon, reports_per_agent),
             # at the interval's lower end, so the verdict is "the interval printed lies above
             # the ceiling" (the one-sided limit at `confidence` sits higher: s53-attackprobe)
-            epsilon_lower_bound=epsilon_from_accuracy(ci[0], k),
+            epsilon_lower_bound=epsilon_from_accuracy(
+                ci[0], k, _composed_delta(delta, reports_per_agent)
+            ),
             confidence=confidence,
             chance=1.0 / k,
             advantage=(acc - 1.0 / k) / (1.0 - 1.0 / k),
             seconds=seconds,
             extra=dict(extra or {}),
+            delta=float(delta),
         )
 
     @property
@@ -270,6 +295,8 @@ class AttackResult:
     def summary(self) -> str:
         """One human-readable line (for the CLI)."""
         eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
+        if self.delta:
+            eps += f" delta={self.delta:g}"
         lo, hi = self.accuracy_ci
         if self.k == 0 and self.mae is not None:  # continuous variant: no accuracy / ceiling
             head = f"{self.attack}: eps={eps} x T={self.reports_per_agent} n={self.n}"
