@@ -159,6 +159,16 @@ SIZE_OPTIONS = [
     (["reproduce", "fedrl"], "--n-maps", "10000000000"),
     (["reproduce", "fedrl"], "--runs", "10000000"),
     (["reproduce", "fedrl"], "--fig4-runs", "10000000"),
+    # the option the user set is named, not a default one (session 57: --groups 1, --eval-maps
+    # 800, --sections 100, --trials 20 and --train-steps 2000 were named)
+    (["train", "frd", "--mode", "frd", "--epsilon", "1"], "--ldp-samples", "1000000000"),
+    (["train", "frd"], "--episode-steps", "100000000"),
+    (["train", "frd"], "--exchange-period", "100000000"),
+    (["train", "fedrl"], "--t-max", "100000000"),
+    (["reproduce", "pgc-a3c"], "--figure2-trials", "30000"),
+    (["reproduce", "fedrl"], "--fig4-steps", "100000000000"),
+    # counted since session 57 (a reproduction trained its grid, then failed evaluating)
+    (["reproduce", "dprl"], "--eval-episodes", "100000000"),
 ]
 
 
