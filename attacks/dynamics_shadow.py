@@ -340,6 +340,20 @@ def add_by_group(
 LEAF_SAMPLES = 20
 
 
+def check_nonprivate_shadows(n: int, k: int) -> None:
+    """Refuse ``n`` shadow gradients for ``k`` candidates that the non-private classifier cannot
+    learn from (fewer than two leaves' worth): a silent chance result would prove nothing."""
+    if n < 2 * LEAF_SAMPLES:
+        raise InvalidParameterError(
+            f"{n} shadow gradients for {k} candidates: the non-private classifier "
+            f"(gradient boosting, >= {LEAF_SAMPLES} samples a leaf) cannot split fewer than "
+            f"{2 * LEAF_SAMPLES}, so every posterior would be flat (chance: the attack would "
+            "prove nothing); raise "
+            "the shadow count (n_shadow, --shadow; with --run-dir, each distinct theta attacked "
+            f"gets that many) until each candidate has >= {math.ceil(2 * LEAF_SAMPLES / k)}"
+        )
+
+
 def _default_classifier(Xp: np.ndarray, k: int, mechanism: Any) -> Any:
     """Default classifier for the privatised shadows ``Xp`` of ``k`` candidates: gradient
     boosting without noise, shrinkage LDA with noise.
@@ -356,15 +370,8 @@ def _default_classifier(Xp: np.ndarray, k: int, mechanism: Any) -> Any:
             "zero gradients at theta = 0): they carry no information about the candidates, so "
             "any attack is at chance; attack reports computed at trained parameters"
         )
-    if mechanism_epsilon(mechanism) == math.inf and Xp.shape[0] < 2 * LEAF_SAMPLES:
-        raise InvalidParameterError(
-            f"{Xp.shape[0]} shadow gradients for {k} candidates: the non-private classifier "
-            f"(gradient boosting, >= {LEAF_SAMPLES} samples a leaf) cannot split fewer than "
-            f"{2 * LEAF_SAMPLES}, so every posterior would be flat (chance: the attack would "
-            "prove nothing); raise "
-            "the shadow count (n_shadow, --shadow; with --run-dir, each distinct theta attacked "
-            f"gets that many) until each candidate has >= {math.ceil(2 * LEAF_SAMPLES / k)}"
-        )
+    if mechanism_epsilon(mechanism) == math.inf:
+        check_nonprivate_shadows(Xp.shape[0], k)
     from sklearn.feature_selection import VarianceThreshold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
