@@ -566,6 +566,8 @@ def audit_run_dir(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
         )
+    if own["delta_event"]:
+        _delta_event_targets(args, runs)
     _say_estimate(args, runs)
     entries, violation, bar = [], False, show_progress(args)
     for t, pairs, kw in runs:
@@ -587,6 +589,31 @@ def audit_run_dir(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {path}")
     return verdict_code(args, violation)
+
+
+def _delta_event_targets(
+    args: argparse.Namespace, runs: list[tuple[Any, Any, dict[str, Any]]]
+) -> None:
+    """``--delta-event`` on a run: for the mechanisms claiming delta > 0 only (said on stderr when
+    some claim pure epsilon-DP); refused before any audit when none does. It was refused at the
+    first pure mechanism, after the others were audited (session 57)."""
+    from ldp_audit.audit.mechanism import check_mechanism
+
+    pure = [t.name for t, _, kw in runs if check_mechanism(t.mechanism)[1] == 0.0]
+    if len(pure) == len(runs):
+        raise InvalidParameterError(
+            f"--delta-event needs a claim with delta > 0; every mechanism of --run-dir "
+            f"{args.run_dir!r} claims pure epsilon-DP ({', '.join(pure)}): drop it"
+        )
+    for t, _, kw in runs:
+        kw["delta_event"] = t.name not in pure
+    if pure:
+        print(
+            f"audit: --delta-event applies to "
+            f"{', '.join(t.name for t, _, kw in runs if kw['delta_event'])} (delta > 0), not to "
+            f"{', '.join(pure)} (pure epsilon-DP: no delta to bound)",
+            file=sys.stderr,
+        )
 
 
 def _say_estimate(args: argparse.Namespace, runs: list[tuple[Any, Any, dict[str, Any]]]) -> None:
