@@ -537,3 +537,28 @@ def test_make_reproduce_fedrl_passes_the_size_check_without_force(
     err = capsys.readouterr().err
     assert "time limit" in err and "memory limit" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_commands_force_reaches_the_audit_and_its_refusal_names_the_option(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """Session 57: `reproduce fedrl --audit-samples 1e14` read "samples=... lower samples, or
+    pass force=True (--force)", and with --force it was refused all the same (the reproduction's
+    --force never reached the audit)."""
+    import inspect
+
+    from ldp_audit.audit import api, plan
+    from ldp_audit.mechanisms import Laplace
+
+    kw = {k: p.default for k, p in inspect.signature(api.audit).parameters.items()}
+    kw = {k: v for k, v in kw.items() if v is not inspect.Parameter.empty and k != "pairs"}
+    mech = Laplace(epsilon=1.0, clip=1.0)
+    assert plan.check_arguments(mech, **kw).force is False
+    with limits.forcing():
+        assert plan.check_arguments(mech, **kw).force is True
+    out = tmp_path / "rep"
+    monkeypatch.setattr("ldp_audit.audit.search._MAX_SECONDS", 1e-9)  # any audit is too long
+    assert main(["reproduce", "fedrl", "--audit-samples", "5000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--audit-samples=5000 would take about" in err and "lower it" in err, err
+    assert not out.exists()

@@ -318,7 +318,8 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         run = functools.partial(fn, settings, **kw, **where)
     check_not_inside_run(out, "--out")  # before the experiment
     check_report_dir(out, overwrite=args.overwrite)  # a new folder's parent probed
-    with _running(args), report_written(Path(out)):  # an interruption leaves no half report
+    named = options_named(cls) if c.config is not None else contextlib.nullcontext()
+    with _running(args), report_written(Path(out)), named:  # no half report; options named
         doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")
     return 0
