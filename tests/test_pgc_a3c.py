@@ -596,6 +596,9 @@ def test_cli_readings_options(capsys, tmp_path, monkeypatch):
     assert rc == 2 and "--clip-kind='coordinate' applies" in err and "--mechanism='prs'" in err
     rc = main(["reproduce", "pgc-a3c", "--readings", "--acting", "sample", "--trials", "1"])
     assert rc == 2 and "--acting" in capsys.readouterr().err
+    # without --readings, --audit-samples 1e14 was ignored and the whole grid ran (session 57)
+    rc = main(["reproduce", "pgc-a3c", "--audit-samples", str(10**14), "--trials", "1"])
+    assert rc == 2 and "applies only with --readings" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         main(["train", "pgc-a3c", "--mechanism", "none", "--aggregator-lr", "-1"])
     assert e.value.code == 2
