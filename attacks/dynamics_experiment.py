@@ -23,6 +23,7 @@ from ldp_audit.attacks.dynamics_shadow import (
     check_episodes,
     check_theta,
     mechanism_config,
+    mechanism_delta,
     mechanism_epsilon,
     privatize,
     simulate_shadow,
@@ -89,6 +90,7 @@ def run(
     check_episodes(n_agents * T, "n_agents x reports_per_agent")
     check_episodes(n_shadow * len(cands), "n_shadow x len(candidates)")
     alpha = check_probability(alpha, "alpha", open_interval=False)
+    delta = mechanism_delta(mechanism)
     theta = check_theta(theta)
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     world_rng, shadow_rng, noise_rng = rng.spawn(3)
@@ -123,6 +125,7 @@ def run(
         correct=correct,
         confidence=confidence,
         seconds=time.perf_counter() - t0,
+        delta=delta,
         extra={
             "candidates": cands.tolist(),
             "n_shadow_per_candidate": n_shadow,

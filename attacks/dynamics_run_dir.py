@@ -27,6 +27,7 @@ from ldp_audit.attacks.dynamics_shadow import (
     check_method,
     known_law,
     mechanism_config,
+    mechanism_delta,
     mechanism_epsilon,
     simulate_chunks,
     simulate_shadow,
@@ -94,7 +95,8 @@ def attack_run_dir(
     Returns:
         Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2),
         "group_of_row": (R,), "guess": (G,), "posterior": (G, k), "candidates": [...],
-        "mechanism": config, "epsilon": eps, "reports_per_group": (G,), "seconds": the
+        "mechanism": config, "epsilon": eps, "delta": the mechanism's delta (0 if pure),
+        "reports_per_group": (G,), "seconds": the
         attack's own time (carried into the scored result)}``.
     """
     t0 = time.perf_counter()  # the attack's own time, recorded in its result's seconds
@@ -227,6 +229,7 @@ def _predict(
         "candidates": cands.tolist(),
         "mechanism": mechanism_config(mechanism),
         "epsilon": mechanism_epsilon(mechanism),
+        "delta": mechanism_delta(mechanism),
         "reports_per_group": np.bincount(inv, minlength=gids.size),
     }, used
 
@@ -334,13 +337,14 @@ def prediction_result(
     shares: tuple[float, ...] | None = None,
 ) -> AttackResult:
     """Score a run's predictions (``n`` groups, ``correct`` right): k candidates, T reports per
-    group at most, the ceiling the run's epsilon allows (shared with
+    group at most, the ceiling the run's epsilon (and delta, if any) allows (shared with
     :mod:`ldp_audit.attacks.frd`), raised where the secrets' ``shares`` are unequal
     (:meth:`AttackResult.from_guesses`)."""
     return AttackResult.from_guesses(
         attack=attack,
         mechanism=dict(prediction["mechanism"]),
         epsilon=float(prediction["epsilon"]),
+        delta=float(prediction.get("delta", 0.0)),
         reports_per_agent=int(prediction["reports_per_group"].max()),
         k=len(prediction["candidates"]),
         n=n,
@@ -517,9 +521,10 @@ def score_private_param_run(
 ) -> AttackResult:
     """Score :func:`attack_private_param_run` against ``secrets.npz``'s ``value`` (the only
     reader of it). The ceiling is e^(T eps) / (e^(T eps) + k - 1) with T the largest number of
-    reports of any attacked agent and eps the per-report epsilon (sequential composition),
-    raised where the agents' values are not equally common: an own loop draws them as it likes,
-    and an attack that learnt nothing (every likelihood tied, the first candidate guessed) read
+    reports of any attacked agent and eps the per-report epsilon (sequential composition); an
+    (eps, delta) mechanism adds (k - 1) min(1, T delta) to the numerator. The ceiling is raised
+    where the agents' values are not equally common: an own loop draws them as it likes, and an
+    attack that learnt nothing (every likelihood tied, the first candidate guessed) read
     0.900 [0.850, 0.938], "VIOLATION" at epsilon 0.1, on 200 agents of whom 90 % held that
     value (session 57 probe)."""
     t0 = time.perf_counter()

@@ -54,7 +54,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ldp_audit.attacks.scoring import one_openmp_thread
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_batch, check_choice, check_int, check_rng
+from ldp_audit.validation import check_batch, check_choice, check_int, check_probability, check_rng
 
 #: The paper's candidate gravities (Ono & Takahashi 2020, Sec. 4: psi uniform in {9.7, 9.8, 9.9}).
 GRAVITIES: tuple[float, ...] = (9.7, 9.8, 9.9)
@@ -68,6 +68,14 @@ _CHUNK = 4096  # episodes per simulator call (bounded memory, still one vectoris
 def mechanism_epsilon(mechanism: Any) -> float:
     """The mechanism's per-report epsilon (``inf`` for ``None`` / the non-private baseline)."""
     return float(getattr(mechanism, "epsilon", math.inf))
+
+
+def mechanism_delta(mechanism: Any) -> float:
+    """The mechanism's per-report delta, checked in [0, 1] (0.0 for a pure mechanism, one
+    without ``delta`` and ``None``)."""
+    return check_probability(
+        getattr(mechanism, "delta", 0.0), "mechanism.delta", open_interval=False
+    )
 
 
 def mechanism_config(mechanism: Any) -> dict[str, Any]:
@@ -332,6 +340,20 @@ def add_by_group(
 LEAF_SAMPLES = 20
 
 
+def check_nonprivate_shadows(n: int, k: int) -> None:
+    """Refuse ``n`` shadow gradients for ``k`` candidates that the non-private classifier cannot
+    learn from (fewer than two leaves' worth): a silent chance result would prove nothing."""
+    if n < 2 * LEAF_SAMPLES:
+        raise InvalidParameterError(
+            f"{n} shadow gradients for {k} candidates: the non-private classifier "
+            f"(gradient boosting, >= {LEAF_SAMPLES} samples a leaf) cannot split fewer than "
+            f"{2 * LEAF_SAMPLES}, so every posterior would be flat (chance: the attack would "
+            "prove nothing); raise "
+            "the shadow count (n_shadow, --shadow; with --run-dir, each distinct theta attacked "
+            f"gets that many) until each candidate has >= {math.ceil(2 * LEAF_SAMPLES / k)}"
+        )
+
+
 def _default_classifier(Xp: np.ndarray, k: int, mechanism: Any) -> Any:
     """Default classifier for the privatised shadows ``Xp`` of ``k`` candidates: gradient
     boosting without noise, shrinkage LDA with noise.
@@ -348,15 +370,8 @@ def _default_classifier(Xp: np.ndarray, k: int, mechanism: Any) -> Any:
             "zero gradients at theta = 0): they carry no information about the candidates, so "
             "any attack is at chance; attack reports computed at trained parameters"
         )
-    if mechanism_epsilon(mechanism) == math.inf and Xp.shape[0] < 2 * LEAF_SAMPLES:
-        raise InvalidParameterError(
-            f"{Xp.shape[0]} shadow gradients for {k} candidates: the non-private classifier "
-            f"(gradient boosting, >= {LEAF_SAMPLES} samples a leaf) cannot split fewer than "
-            f"{2 * LEAF_SAMPLES}, so every posterior would be flat (chance: the attack would "
-            "prove nothing); raise "
-            "the shadow count (n_shadow, --shadow; with --run-dir, each distinct theta attacked "
-            f"gets that many) until each candidate has >= {math.ceil(2 * LEAF_SAMPLES / k)}"
-        )
+    if mechanism_epsilon(mechanism) == math.inf:
+        check_nonprivate_shadows(Xp.shape[0], k)
     from sklearn.feature_selection import VarianceThreshold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler

@@ -89,9 +89,8 @@ def to_attack_result(out: dict[str, Any], mechanism: dict[str, Any]) -> Any:
 
     b = out["best_cell"]
     eps = float(out["epsilon_per_row"])
-    lb = implied_epsilon(
-        b["accuracy_ci"][0], out["delta"] if math.isfinite(eps) else 0.0, b["prior"]
-    )
+    delta = float(out["delta"]) if math.isfinite(eps) else 0.0
+    lb = implied_epsilon(b["accuracy_ci"][0], delta, b["prior"])
     return AttackResult(
         attack="fedrl-transcript",
         mechanism=mechanism,
@@ -112,6 +111,7 @@ def to_attack_result(out: dict[str, Any], mechanism: dict[str, Any]) -> Any:
         advantage=float(b["accuracy"] - b["chance"]),
         seconds=float(out.get("seconds", 0.0)),
         extra=out,
+        delta=delta,
     )
 
 

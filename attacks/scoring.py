@@ -8,9 +8,11 @@ allows it becomes an end-to-end audit. This module holds the side-effect-free ar
   Bayes bound for k-ary hypotheses under pure DP), and its composition: ``T`` reports at
   epsilon each are together ``T * epsilon``-LDP (sequential composition, Ono & Takahashi 2020,
   Sec. 3.2.1);
-* the implied lower bound ``e^eps >= acc (k - 1) / (1 - acc)`` from an observed accuracy, taken at
-  the Clopper-Pearson lower confidence limit of the accuracy so that the bound holds with the
-  stated confidence;
+* for an (epsilon, delta) release the ceiling ``(e^eps + (k - 1) delta) / (e^eps + k - 1)`` (the
+  same sum with ``+ delta`` on each inequality; ``T`` reports compose to ``(T eps, T delta)``);
+* the implied lower bound ``e^eps >= (k - 1)(acc - delta) / (1 - acc)`` from an observed accuracy,
+  taken at the Clopper-Pearson lower confidence limit of the accuracy so that the bound holds
+  with the stated confidence;
 * the (epsilon, delta) hypothesis-testing bound ``TPR <= e^eps FPR + delta`` (and its mirror
   ``1 - FPR <= e^eps (1 - TPR) + delta``) as a TPR ceiling (Steinke, Nasr & Jagielski 2023,
   Def. 2.1 / eq. (1)); the epsilon it implies from membership rates, and its lower bound from
@@ -27,6 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import to_jsonable
@@ -79,46 +83,61 @@ def composed_epsilon(epsilon: float, reports: int = 1) -> float:
     return eps * check_int(reports, "reports", minimum=1)
 
 
-def accuracy_ceiling(epsilon: float, k: int, reports: int = 1) -> float:
+def accuracy_ceiling(epsilon: float, k: int, reports: int = 1, delta: float = 0.0) -> float:
     """Largest accuracy any attacker can reach guessing one of ``k`` equally likely secrets.
 
-    For an epsilon-LDP release ``M`` and a uniform prior over ``k`` secrets,
-    ``P[guess = s] <= e^eps / (e^eps + k - 1)``: summing ``P[A(M(s)) = s] <= e^eps P[A(M(s')) = s]``
-    over the ``k - 1`` wrong secrets ``s'`` gives ``(k - 1) p_s <= e^eps (1 - ...)``; averaging
-    over ``s`` yields the bound. With ``T`` reports the epsilon composes to ``T * epsilon``.
+    For an (epsilon, delta)-LDP release ``M``, a uniform prior over ``k`` secrets and
+    ``p_s = P[A(M(s)) = s]``: ``p_s <= e^eps P[A(M(s')) = s] + delta`` for each of the ``k - 1``
+    wrong secrets ``s'``; summing over ``s'`` and ``s`` (the wrong guesses of each ``s'`` sum to
+    ``1 - p_s'``) gives ``(k - 1) acc <= e^eps (1 - acc) + (k - 1) delta``, so
+    ``acc <= (e^eps + (k - 1) delta) / (e^eps + k - 1)`` (``e^eps / (e^eps + k - 1)`` under pure
+    LDP). With ``T`` reports the guarantee composes to ``(T epsilon, min(1, T delta))``.
 
     Args:
         epsilon: per-report epsilon (``inf`` gives 1.0).
         k: number of equally likely secrets (e.g. 3 gravities).
         reports: reports per agent ``T``.
+        delta: per-report delta in [0, 1] (0 for a pure epsilon-LDP mechanism).
 
     Returns:
-        ``e^{T eps} / (e^{T eps} + k - 1)`` in ``[1/k, 1]``.
+        ``(e^{T eps} + (k - 1) T delta) / (e^{T eps} + k - 1)`` in ``[1/k, 1]``.
     """
     k = check_int(k, "k", minimum=2)
     eps = composed_epsilon(epsilon, reports)
+    d = _composed_delta(delta, reports)
     if math.isinf(eps):
         return 1.0
-    # e^e / (e^e + k - 1) = 1 / (1 + (k - 1) e^{-e}), stable for large eps.
-    return 1.0 / (1.0 + (k - 1) * math.exp(-eps))
+    # e^e / (e^e + k - 1) = 1 / (1 + (k - 1) e^{-e}), stable for large eps; delta adds
+    # (k - 1) delta / (e^e + k - 1) = (1 - pure) delta.
+    pure = 1.0 / (1.0 + (k - 1) * math.exp(-eps))
+    return pure + (1.0 - pure) * d
 
 
-def epsilon_from_accuracy(accuracy: float, k: int) -> float:
-    """Epsilon implied by an accuracy: ``ln(acc (k - 1) / (1 - acc))``, 0 at or below chance.
+def _composed_delta(delta: Any, reports: Any) -> float:
+    """``min(1, T delta)``: the delta of ``T`` reports at ``delta`` each (basic composition)."""
+    d = check_probability(delta, "delta", open_interval=False)
+    return min(1.0, d * check_int(reports, "reports", minimum=1))
+
+
+def epsilon_from_accuracy(accuracy: float, k: int, delta: float = 0.0) -> float:
+    """Epsilon implied by an accuracy: ``ln((k - 1)(acc - delta) / (1 - acc))``, 0 at or below
+    the zero-epsilon ceiling ``(1 + (k - 1) delta) / k`` (chance under pure LDP).
 
     The inverse of :func:`accuracy_ceiling` for one report; ``inf`` at accuracy 1.
 
     Args:
         accuracy: accuracy in ``[0, 1]``.
         k: number of equally likely secrets.
+        delta: the release's delta in [0, 1] (for ``T`` reports their composed delta).
     """
     k = check_int(k, "k", minimum=2)
     acc = check_probability(accuracy, "accuracy", open_interval=False)
-    if acc <= 1.0 / k:
+    d = check_probability(delta, "delta", open_interval=False)
+    if acc <= (1.0 + (k - 1) * d) / k:
         return 0.0
     if acc >= 1.0:
         return math.inf
-    return math.log(acc * (k - 1) / (1.0 - acc))
+    return math.log((k - 1) * (acc - d) / (1.0 - acc))
 
 
 def _shares_ceiling(epsilon: float, shares: tuple[float, ...]) -> float:
@@ -147,6 +166,51 @@ def _shares_epsilon(accuracy: float, shares: tuple[float, ...]) -> float:
         if total > accuracy:
             best = min(best, max(0.0, math.log(accuracy * (s - 1) / (total - accuracy))))
     return best
+
+
+def _shares_ceiling_lp(epsilon: float, delta: float, shares: tuple[float, ...]) -> float:
+    """:func:`_shares_ceiling` for an (epsilon, delta) release: the largest sum over secrets i
+    of ``shares[i] P[i, i]`` over every k x k guess channel ``P`` (rows sum to 1) that is
+    (epsilon, delta)-DP, ``P[i, j] <= e^eps P[i', j] + delta`` (any mechanism followed by any
+    guess rule is such a channel, and every such channel is a mechanism), solved by
+    ``scipy.optimize.linprog``. At equal shares it is :func:`accuracy_ceiling`'s
+    ``(e^eps + (k - 1) delta) / (e^eps + k - 1)``."""
+    from scipy.optimize import linprog
+
+    k = len(shares)
+    if math.isinf(epsilon) or delta >= 1.0:
+        return min(1.0, sum(shares))
+    e = math.exp(min(epsilon, 700.0))
+    rows = []
+    for i in range(k):
+        for i2 in range(k):
+            if i != i2:
+                for j in range(k):
+                    r = np.zeros(k * k)
+                    r[i * k + j], r[i2 * k + j] = 1.0, -e
+                    rows.append(r)
+    eq = np.kron(np.eye(k), np.ones(k))
+    c = -np.array([shares[i] if i == j else 0.0 for i in range(k) for j in range(k)])
+    res = linprog(c, A_ub=np.array(rows), b_ub=np.full(len(rows), delta), A_eq=eq,
+                  b_eq=np.ones(k), bounds=(0, 1), method="highs")  # fmt: skip
+    return min(1.0, float(-res.fun)) if res.success else min(1.0, sum(shares))
+
+
+def _shares_epsilon_lp(accuracy: float, delta: float, shares: tuple[float, ...]) -> float:
+    """The smallest epsilon whose :func:`_shares_ceiling_lp` reaches ``accuracy``, by bisection
+    (the ceiling grows with epsilon): 0 where the epsilon-0 ceiling already does, inf where no
+    epsilon does, else within 1e-6."""
+    if _shares_ceiling_lp(0.0, delta, shares) >= accuracy:
+        return 0.0
+    if min(1.0, sum(shares)) < accuracy:
+        return math.inf
+    lo, hi = 0.0, 1.0
+    while _shares_ceiling_lp(hi, delta, shares) < accuracy and hi < 700.0:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-6:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _shares_ceiling_lp(mid, delta, shares) < accuracy else (lo, mid)
+    return hi
 
 
 def accuracy_interval(correct: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -200,7 +264,7 @@ class AttackResult:
         correct: number of correct guesses (classification attacks; else 0).
         accuracy: ``correct / n`` (or balanced accuracy for membership).
         accuracy_ci: two-sided Clopper-Pearson interval at ``confidence``.
-        ceiling: accuracy ceiling of the guarantee at ``T * epsilon``.
+        ceiling: accuracy ceiling of the guarantee at ``T * epsilon`` (and ``T * delta``).
         composed_epsilon: ``T * epsilon``.
         epsilon_lower_bound: epsilon (composed over T reports) implied by the attack, holding with
             probability ``confidence``; compare with ``composed_epsilon``.
@@ -214,6 +278,8 @@ class AttackResult:
         advantage: ``TPR - FPR`` at the best threshold, or ``(acc - chance) / (1 - chance)``.
         seconds: wall-clock time of the attack.
         extra: free-form, JSON-able details (settings, per-class counts...).
+        delta: claimed per-report delta (0 for pure epsilon-LDP); the ceiling and the implied
+            epsilon of a guessing attack hold at the composed ``min(1, T * delta)``.
     """
 
     attack: str
@@ -237,6 +303,7 @@ class AttackResult:
     advantage: float = 0.0
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    delta: float = 0.0
 
     @classmethod
     def from_guesses(
@@ -253,9 +320,11 @@ class AttackResult:
         seconds: float = 0.0,
         extra: dict[str, Any] | None = None,
         shares: tuple[float, ...] | None = None,
+        delta: float = 0.0,
     ) -> AttackResult:
         """The result of a ``k``-way guessing attack: ``correct`` of ``n`` secrets right, scored
-        (interval, ceiling at ``reports_per_agent * epsilon``, implied epsilon, advantage).
+        (interval, ceiling at ``reports_per_agent * epsilon`` and, for an (epsilon, delta)
+        mechanism, ``min(1, reports_per_agent * delta)``, implied epsilon, advantage).
         The implied epsilon is taken at the two-sided interval's lower end (it holds with
         probability ``(1 + confidence) / 2``), so ``violation`` is exactly "the interval lies
         above the ceiling".
@@ -268,13 +337,18 @@ class AttackResult:
         commonest share where it is above 1/k (what a guess that learnt nothing reaches)."""
         acc = correct / n
         ci = accuracy_interval(correct, n, confidence)
-        ceiling = accuracy_ceiling(epsilon, k, reports_per_agent)
-        eps_lb, chance = epsilon_from_accuracy(ci[0], k), 1.0 / k
+        d = _composed_delta(delta, reports_per_agent)
+        ceiling = accuracy_ceiling(epsilon, k, reports_per_agent, delta)
+        eps_lb, chance = epsilon_from_accuracy(ci[0], k, d), 1.0 / k
         if shares is not None:
             chance = max(chance, *shares)
             composed = composed_epsilon(epsilon, reports_per_agent)
-            ceiling = max(ceiling, _shares_ceiling(composed, tuple(shares)))
-            eps_lb = min(eps_lb, _shares_epsilon(ci[0], tuple(shares)))
+            if d > 0:  # no closed form: the linear program over guess rules itself
+                ceiling = max(ceiling, _shares_ceiling_lp(composed, d, tuple(shares)))
+                eps_lb = min(eps_lb, _shares_epsilon_lp(ci[0], d, tuple(shares)))
+            else:
+                ceiling = max(ceiling, _shares_ceiling(composed, tuple(shares)))
+                eps_lb = min(eps_lb, _shares_epsilon(ci[0], tuple(shares)))
         return cls(
             attack=attack,
             mechanism=mechanism,
@@ -295,6 +369,7 @@ class AttackResult:
             advantage=(acc - chance) / (1.0 - chance) if chance < 1 else 0.0,
             seconds=seconds,
             extra=dict(extra or {}),
+            delta=float(delta),
         )
 
     @property
@@ -314,6 +389,8 @@ class AttackResult:
     def summary(self) -> str:
         """One human-readable line (for the CLI)."""
         eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
+        if self.delta:
+            eps += f" delta={self.delta:g}"
         lo, hi = self.accuracy_ci
         if self.k == 0 and self.mae is not None:  # continuous variant: no accuracy / ceiling
             head = f"{self.attack}: eps={eps} x T={self.reports_per_agent} n={self.n}"

@@ -107,10 +107,12 @@ def sweep(
     theta's own child generator of ``seed``), so ``backend="ray"`` (``address`` for a cluster)
     gives bit for bit the results of ``backend="local"``; only the ``seconds`` fields differ.
     """
-    from ldp_audit.attacks.dynamics_shadow import GRAVITIES
+    from ldp_audit.attacks.dynamics_shadow import GRAVITIES, check_count, check_nonprivate_shadows
     from ldp_audit.backends import check_backend, run_tasks
 
     check_backend(backend, address, workers)  # before any work
+    if math.inf in epsilons:  # the non-private cell's classifier: before any simulation
+        check_nonprivate_shadows(check_count(n_shadow, "n_shadow") * len(GRAVITIES), len(GRAVITIES))
     t_start = time.perf_counter()
     root = np.random.default_rng(seed)
     cands = np.asarray(GRAVITIES)

@@ -174,7 +174,7 @@ def check_resources(
     mem, mem_how = memory_limit()
     tl, tl_how = time_limit()
     out = {"bytes": total_b, "seconds": total_s, "memory_limit": mem, "time_limit": tl}
-    if force or os.environ.get(FORCE_ENV, "").strip() == "1":
+    if force or forced():
         return out
     hint = "pass --force to run anyway" if cli else "pass force=True to run anyway"
     if total_b > mem:
@@ -193,6 +193,11 @@ def check_resources(
             f"({tl_how}); {hint}"
         )
     return out
+
+
+def forced() -> bool:
+    """Whether a :func:`forcing` block (``--force``) is active, here or in a parent process."""
+    return os.environ.get(FORCE_ENV, "").strip() == "1"
 
 
 @contextlib.contextmanager

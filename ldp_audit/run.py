@@ -45,7 +45,14 @@ from ldp_audit.config import config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Transcript, release
 from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
-from ldp_audit.validation import check_bool, check_int, check_numeric, check_positive, check_real
+from ldp_audit.validation import (
+    check_bool,
+    check_int,
+    check_normal,
+    check_numeric,
+    check_positive,
+    check_real,
+)
 
 __all__ = ["ALGORITHM", "OwnLoopConfig", "Run", "open_run", "OWN_LOOP"]
 
@@ -77,6 +84,8 @@ def _check_private(private: Any) -> dict[str, Any] | None:
     if isinstance(vals, (str, bytes)) or not isinstance(vals, (list, tuple)):
         raise InvalidParameterError(f"private['values'] must be a list of numbers, got {vals!r}")
     out = [check_real(v, f"private parameter {name!r}: value") for v in vals]
+    for v in out:  # as the trainers' --private-param: a subnormal candidate is refused
+        check_normal(abs(v), f"private parameter {name!r}: |value|", v, zero=True)
     if not all(map(math.isfinite, out)) or len(out) < 2 or len(set(out)) != len(out):
         raise InvalidParameterError(
             f"private parameter {name!r} needs at least two distinct finite candidate values, "

@@ -48,3 +48,18 @@ def test_max_groups_without_run_dir_is_refused_not_ignored(capsys) -> None:
 
     rc = main(["attack", "dynamics", "--max-groups", "5", "--agents", "30", "--shadow", "20"])
     assert rc == 2 and "--max-groups applies only with --run-dir" in capsys.readouterr().err
+
+
+def test_sweep_too_few_shadows_refused_before_any_simulation(tmp_path, capsys) -> None:
+    # s57: `attack sweep --agents 3 --shadow 10` simulated a theta's episodes, then its task
+    # failed ("task 1 of 3 ... failed"): the non-private cell's classifier needs >= 40 shadows
+    from unittest import mock
+
+    from ldp_audit.cli import main
+
+    out = tmp_path / "sweep"
+    with mock.patch("ldp_audit.attacks.sweep.theta_task", side_effect=AssertionError("ran")):
+        rc = main(["attack", "sweep", "--agents", "3", "--shadow", "10", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "30 shadow gradients for 3 candidates" in err and "task" not in err, err
+    assert not out.exists()

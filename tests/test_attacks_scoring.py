@@ -50,6 +50,47 @@ def test_epsilon_from_accuracy_inverts_ceiling() -> None:
     assert epsilon_from_accuracy(1.0, 3) == math.inf
 
 
+def test_ceiling_and_implied_epsilon_take_delta() -> None:
+    # k-ary test under (eps, delta): acc <= (e^eps + (k - 1) delta) / (e^eps + k - 1); it
+    # was e^eps / (e^eps + k - 1) whatever the delta (session 57)
+    e = math.e
+    assert accuracy_ceiling(1.0, 3, delta=0.1) == pytest.approx((e + 0.2) / (e + 2), rel=1e-15)
+    assert accuracy_ceiling(1.0, 2, delta=1e-5) == pytest.approx((e + 1e-5) / (e + 1), rel=1e-15)
+    # T reports compose to (T eps, min(1, T delta))
+    c = accuracy_ceiling(0.5, 4, reports=3, delta=0.01)
+    assert c == pytest.approx((math.exp(1.5) + 3 * 0.03) / (math.exp(1.5) + 3), rel=1e-14)
+    assert accuracy_ceiling(0.5, 4, reports=3, delta=0.5) == 1.0
+    for eps in (0.1, 1.0, 3.0):
+        for k in (2, 3, 10):
+            for d in (1e-6, 0.05, 0.3):
+                acc = accuracy_ceiling(eps, k, delta=d)
+                assert epsilon_from_accuracy(acc, k, delta=d) == pytest.approx(eps, rel=1e-9)
+    assert epsilon_from_accuracy((1 + 2 * 0.1) / 3, 3, delta=0.1) == 0.0
+    for bad in (-0.1, 1.5, math.nan, "0.1", True):
+        with pytest.raises(InvalidParameterError, match="delta"):
+            accuracy_ceiling(1.0, 3, delta=bad)
+        with pytest.raises(InvalidParameterError, match="delta"):
+            epsilon_from_accuracy(0.5, 3, delta=bad)
+    # an (0.01, 0.5) release that reveals the secret half the time: 2000 of 3000 right (k = 3)
+    # is within its guarantee, not a violation
+    kw = dict(attack="a", mechanism={}, epsilon=0.01, reports_per_agent=1, k=3, n=3000)
+    assert AttackResult.from_guesses(**kw, correct=2000).violation
+    res = AttackResult.from_guesses(**kw, correct=2000, delta=0.5)
+    assert not res.violation and res.delta == 0.5 and res.epsilon_lower_bound == 0.0
+    assert res.ceiling == pytest.approx((math.exp(0.01) + 1.0) / (math.exp(0.01) + 2))
+    assert "delta=0.5" in res.summary() and res.to_dict()["delta"] == 0.5
+    # the attacks read a mechanism's delta (checked before any work): Gaussian's, 0 if pure
+    from types import SimpleNamespace
+
+    from ldp_audit.attacks.dynamics_shadow import mechanism_delta
+    from ldp_audit.mechanisms import Gaussian, Laplace
+
+    assert mechanism_delta(Gaussian(clip=1.0, noise_multiplier=1.0, delta=1e-3)) == 1e-3
+    assert mechanism_delta(Laplace(epsilon=1.0, clip=1.0)) == 0.0 and mechanism_delta(None) == 0.0
+    with pytest.raises(InvalidParameterError, match="mechanism.delta"):
+        mechanism_delta(SimpleNamespace(epsilon=1.0, delta=2.0))
+
+
 def test_lower_bound_is_taken_at_the_printed_intervals_lower_end() -> None:
     # the two-sided CP interval at 0.95: its lower end Beta^{-1}(0.025; c, n - c + 1)
     c, n, k = 90, 100, 3
@@ -164,3 +205,35 @@ def test_the_ceiling_at_unequal_shares_is_the_guess_rule_optimum() -> None:
     lo = skew.accuracy_ci[0]  # 0.708: at the implied epsilon the s = 2 ceiling reaches it
     assert 0.9 / (1 + math.exp(-skew.epsilon_lower_bound)) == pytest.approx(lo)
     assert skew.violation  # lo 0.708 > 0.658
+
+
+def test_unequal_shares_with_delta_solve_the_guess_channel_program():
+    """With unequal shares and delta > 0 the ceiling is the linear program over (eps, delta)-DP
+    guess channels: it is the closed forms where they hold (equal shares: the delta-aware
+    ceiling; delta 0: the shares' formula, to 1e-9), and the implied epsilon inverts it."""
+    import math
+
+    import numpy as np
+
+    from ldp_audit.attacks import scoring as S
+
+    rng = np.random.default_rng(57)
+    for _ in range(20):
+        k = int(rng.integers(2, 6))
+        eps, d = float(rng.uniform(0, 4)), float(rng.uniform(0, 0.3))
+        assert S._shares_ceiling_lp(eps, d, (1 / k,) * k) == pytest.approx(
+            S.accuracy_ceiling(eps, k, 1, d), abs=1e-9
+        )
+        shares = tuple(rng.dirichlet(np.ones(k)))
+        assert S._shares_ceiling_lp(eps, 0.0, shares) == pytest.approx(
+            S._shares_ceiling(eps, shares), abs=1e-9
+        )
+        ceiling = S._shares_ceiling_lp(eps, d, shares)
+        assert ceiling >= S._shares_ceiling(eps, shares) - 1e-12  # delta only adds
+        e = S._shares_epsilon_lp(ceiling, d, shares)
+        assert e <= eps + 1e-5 and (e == 0 or math.isclose(e, eps, abs_tol=1e-4))
+    r = S.AttackResult.from_guesses(
+        attack="dynamics", mechanism={"name": "gaussian"}, epsilon=0.1, k=3, n=200,
+        correct=180, reports_per_agent=1, shares=(0.9, 0.05, 0.05), delta=1e-3,
+    )  # fmt: skip
+    assert r.ceiling >= 0.9 and not r.violation and r.delta == 1e-3

@@ -441,6 +441,19 @@ def test_scalar_delta_zero_is_the_pure_claim_from_scalar_takes(capsys):
     assert "--delta must be a finite number in (0, 1) (a normal double" in err
 
 
+def test_subnormal_epsilon_is_refused_naming_the_option(capsys):
+    """Session 57: ``--epsilon 5e-324`` read "the noise scale clip / epsilon = inf is too
+    large", naming no option; 0 stays a claim (a --scalar library's (0, delta))."""
+    with pytest.raises(SystemExit) as e:  # a usage error: argparse's exit
+        run_cli(["audit", "--mechanism", "laplace", "--epsilon", "5e-324"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert "--epsilon must be 0 or >= 2.22507e-308 (a normal double), got '5e-324'" in err
+    parser = argparse.ArgumentParser(prog="ldp-audit")
+    audit_cmd.register(parser.add_subparsers(dest="command"))
+    assert parser.parse_args(["audit", "--epsilon", "0"]).epsilon == 0.0
+
+
 @pytest.mark.parametrize("eps", ["1e13", "9" * 30, "20"])
 def test_claim_too_large_to_refute_is_refused(eps, capsys):
     assert run_cli(["audit", "--mechanism", "laplace", "--epsilon", eps, "--samples", "1000"]) == 2

@@ -84,6 +84,12 @@ def test_the_options_build_the_same_configs(
          "--epsilon is for mode 'frd' (the LDP proxy memory), got mode 'fedavg'"),
         (["--gravities", "9,10", "--private-param", "length=1,2"],
          "--gravities and --private-param both declare the secret"),
+        # the upload mechanism's refusal in the options' words (session 57: "epsilon / samples
+        # * min(cell_share, ...) ... got epsilon=1e-305, samples=100000, cell_share=0.5")
+        (["--epsilon", "1e-305", "--ldp-samples", "100000"],
+         "--epsilon/--ldp-samples * min(--ldp-cell-share, 1 - --ldp-cell-share) must be >= "),
+        (["--epsilon", "1e-300", "--ldp-cell-share", "1e-10"],
+         "got --epsilon=1e-300, --ldp-samples=32, --ldp-cell-share=1e-10"),
     ],
 )  # fmt: skip
 def test_bad_values_exit_2_naming_the_option(

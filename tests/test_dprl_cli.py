@@ -195,6 +195,38 @@ def test_reproduce_refuses_existing_report_before_work(tmp_path, capsys) -> None
     assert (out / "README.md").read_text() == "earlier report"
 
 
+def test_eval_episodes_beyond_its_cap_refused_before_any_work(tmp_path, capsys) -> None:
+    """`--eval-episodes 9223372036854775807` trained, then died in numpy ("array is too big",
+    exit 3, a traceback) with --force; `reproduce dprl` trained its grid first (session 57)."""
+    out = tmp_path / "o"
+    for head in (
+        ["train", "dprl", "--algo", "reinforce", "--privacy", "none"],
+        ["reproduce", "dprl"],
+    ):
+        argv = [*head, "--eval-episodes", str(2**63 - 1), "--force", "--out", str(out)]
+        with pytest.raises(SystemExit) as e:  # a usage error: argparse's exit
+            main(argv)
+        assert e.value.code == 2
+        assert "--eval-episodes must be <= 1,000,000,000" in capsys.readouterr().err
+        assert not out.exists()
+
+
+def test_a_failed_report_removes_the_folder_it_made(tmp_path) -> None:
+    """A failing `reproduce` left its --out behind, empty (session 57); a folder that was there
+    before stays, with its hand-written files."""
+    from ldp_audit.rundir.paths import report_written
+
+    new, old = tmp_path / "new", tmp_path / "old"
+    old.mkdir()
+    (old / "notes.md").write_text("mine")
+    for folder in (new, old):
+        with pytest.raises(RuntimeError), report_written(folder):
+            (folder / "figs").mkdir(parents=True)
+            (folder / "figs" / "a.png").write_bytes(b"x")
+            raise RuntimeError("a run failed")
+    assert not new.exists() and sorted(p.name for p in old.iterdir()) == ["notes.md"]
+
+
 def test_reproduce_interrupted_while_writing_its_report_resumes_from_its_cache(
     tmp_path, capsys, monkeypatch
 ) -> None:
@@ -220,7 +252,7 @@ def test_reproduce_interrupted_while_writing_its_report_resumes_from_its_cache(
     monkeypatch.setattr(Figure, "savefig", interrupted)
     assert main(argv) == 130
     monkeypatch.undo()
-    assert len(saved) == 2 and not any(out.iterdir())
+    assert len(saved) == 2 and not out.exists()  # the --out it made removed too (session 57)
     cached = sorted(cache.iterdir())
     assert cached  # the finished runs
     capsys.readouterr()

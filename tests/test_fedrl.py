@@ -579,6 +579,15 @@ def test_cli_hist_len_zero_is_a_usage_error(capsys):
     )
 
 
+def test_cli_train_refuses_a_density_without_maps_before_any_file(tmp_path, capsys):
+    """--density 0.999999999999 wrote config.json, ledger.sqlite and manifest.json, then
+    refused (session 57): the maps are drawn before the run directory."""
+    out = tmp_path / "run"
+    assert _cli(["train", "fedrl", "--density", "0.999999999999", "--out", str(out)]) == 2
+    assert "leaves no two connected free cells" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_cli_attack_needs_a_fedrl_run(tmp_path, capsys):
     doc = {"algorithm": "pgc-a3c", "config": {}, "mechanism": None, "seed": 0}
     (tmp_path / "config.json").write_text(json.dumps(doc))

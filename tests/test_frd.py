@@ -235,7 +235,7 @@ def test_debias_is_finite_at_extreme_epsilons_and_vanishing_parts_are_refused():
         e = 1.0 / 32 * 0.5
         want = (math.exp(e) + 1) / (math.exp(e) - 1) if want is None else want
         np.testing.assert_array_equal(got, [want, -want])  # the same formula where it was finite
-    with pytest.raises(InvalidParameterError, match=r"epsilon=1e-300, samples=1000000"):
+    with pytest.raises(InvalidParameterError, match=r"ldp_epsilon=1e-300, ldp_samples=1000000"):
         FrdConfig(ldp_epsilon=1e-300, ldp_samples=10**6, ldp_cell_share=1e-10)  # at construction
     res = train_many([FrdConfig(**{**TINY, "ldp_epsilon": 1e300})], seed=0)[0]
     assert np.isfinite(res.model["flat"]).all()

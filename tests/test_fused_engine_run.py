@@ -58,7 +58,7 @@ def test_collector_left_off_when_it_was_off(collector_on):
 def test_collector_restored_when_the_run_raises(collector_on):
     """Unclipped, eta = 50: theta diverges to NaN; the engine refuses, the collector is back."""
     cfg = PgcA3cConfig(mechanism="none", trials=1, max_submissions=400, clip=1e300, eta=50.0)
-    with pytest.raises(InvalidParameterError, match="finite"):
+    with pytest.raises(InvalidParameterError, match="diverged"):
         train(cfg, seed=0, engine="fused")
     assert gc.isenabled()
 

@@ -93,6 +93,14 @@ def test_release_charges_first_and_refuses_bad_input(tmp_path) -> None:
     with pytest.raises(InvalidParameterError, match="value must be a real number, got True"):
         bad = {"name": "f", "values": [1, True]}
         open_run(tmp_path / "a", system="s", mechanism=mech, private=bad)
+    for sub in (5e-324, -1e-310):  # a subnormal candidate, as the trainers' (session 57)
+        with pytest.raises(InvalidParameterError, match=r"\|value\| must be 0 or >= 2.2"):
+            open_run(
+                tmp_path / "a",
+                system="s",
+                mechanism=mech,
+                private={"name": "f", "values": [sub, 1]},
+            )
     assert not (tmp_path / "a").exists()
     run = open_run(tmp_path / "r", system="s", mechanism=mech, private=priv, budget=1.5)
     run.release(np.ones(3), agent=0, theta=np.zeros(3), secret=1.0)

@@ -465,6 +465,24 @@ class _Identity:
         return {"name": "none"}
 
 
+def test_a_diverged_theta_is_refused_naming_the_learning_rate():
+    """`train pgc-a3c --aggregator-lr 1e30` trained to |theta| 8e31 and exited 0 (session 57)."""
+    agg = Aggregator(np.zeros((2, DIM)), np.array([1e-3, 1e30]), np.array([1, 1]))
+    rep = privatize_reports(
+        np.ones((2, DIM)), mechanism=_Identity(), accountant=_accountant(),
+        agent_ids=["0/0", "1/0"], trial=np.array([0, 1]), agent=np.arange(2),
+        rng=np.random.default_rng(0),
+    )  # fmt: skip
+    with pytest.raises(InvalidParameterError, match=r"diverged: trial 1's theta reached 1e\+30"):
+        agg.receive(rep)
+    with pytest.raises(InvalidParameterError, match="learning rate too large.*step 1e\\+30"):
+        agg.check_diverged()
+    agg.theta[1] = 0.0
+    agg.theta[0, 0] = math.nan  # not finite: refused too
+    with pytest.raises(InvalidParameterError, match="trial 0"):
+        agg.check_diverged()
+
+
 def test_sgd_through_the_adaptive_kernel_is_bit_for_bit_eq22():
     rng = np.random.default_rng(8)
     theta0 = rng.normal(size=(2, DIM))
@@ -578,6 +596,9 @@ def test_cli_readings_options(capsys, tmp_path, monkeypatch):
     assert rc == 2 and "--clip-kind='coordinate' applies" in err and "--mechanism='prs'" in err
     rc = main(["reproduce", "pgc-a3c", "--readings", "--acting", "sample", "--trials", "1"])
     assert rc == 2 and "--acting" in capsys.readouterr().err
+    # without --readings, --audit-samples 1e14 was ignored and the whole grid ran (session 57)
+    rc = main(["reproduce", "pgc-a3c", "--audit-samples", str(10**14), "--trials", "1"])
+    assert rc == 2 and "applies only with --readings" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         main(["train", "pgc-a3c", "--mechanism", "none", "--aggregator-lr", "-1"])
     assert e.value.code == 2

@@ -135,8 +135,9 @@ SIZE_OPTIONS = [
     (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd"], "--episodes", BIG),
     (["train", "dprl", "--algo", "dqn", "--privacy", "dpsgd"], "--total-steps", BIG),
     (["train", "dprl", "--algo", "dqn", "--privacy", "obs-noise"], "--num-envs", "1000000000"),
-    # session 56: trained, then exit 3 from gymnasium ("array is too big") at 2**63 - 1
-    (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd"], "--eval-episodes", BIG),
+    # session 56: trained, then exit 3 from gymnasium ("array is too big") at 2**63 - 1 (above
+    # the option's cap since session 57: test_dprl_cli)
+    (["train", "dprl", "--algo", "reinforce", "--privacy", "none"], "--eval-episodes", "100000000"),
     (["train", "frd"], "--groups", "1000000"),
     (["train", "frd"], "--agents", "100000000"),
     (["train", "frd"], "--hidden", "10000000"),
@@ -159,6 +160,16 @@ SIZE_OPTIONS = [
     (["reproduce", "fedrl"], "--n-maps", "10000000000"),
     (["reproduce", "fedrl"], "--runs", "10000000"),
     (["reproduce", "fedrl"], "--fig4-runs", "10000000"),
+    # the option the user set is named, not a default one (session 57: --groups 1, --eval-maps
+    # 800, --sections 100, --trials 20 and --train-steps 2000 were named)
+    (["train", "frd", "--mode", "frd", "--epsilon", "1"], "--ldp-samples", "1000000000"),
+    (["train", "frd"], "--episode-steps", "100000000"),
+    (["train", "frd"], "--exchange-period", "100000000"),
+    (["train", "fedrl"], "--t-max", "100000000"),
+    (["reproduce", "pgc-a3c"], "--figure2-trials", "30000"),
+    (["reproduce", "fedrl"], "--fig4-steps", "100000000000"),
+    # counted since session 57 (a reproduction trained its grid, then failed evaluating)
+    (["reproduce", "dprl"], "--eval-episodes", "100000000"),
 ]
 
 
@@ -526,3 +537,28 @@ def test_make_reproduce_fedrl_passes_the_size_check_without_force(
     err = capsys.readouterr().err
     assert "time limit" in err and "memory limit" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_commands_force_reaches_the_audit_and_its_refusal_names_the_option(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """Session 57: `reproduce fedrl --audit-samples 1e14` read "samples=... lower samples, or
+    pass force=True (--force)", and with --force it was refused all the same (the reproduction's
+    --force never reached the audit)."""
+    import inspect
+
+    from ldp_audit.audit import api, plan
+    from ldp_audit.mechanisms import Laplace
+
+    kw = {k: p.default for k, p in inspect.signature(api.audit).parameters.items()}
+    kw = {k: v for k, v in kw.items() if v is not inspect.Parameter.empty and k != "pairs"}
+    mech = Laplace(epsilon=1.0, clip=1.0)
+    assert plan.check_arguments(mech, **kw).force is False
+    with limits.forcing():
+        assert plan.check_arguments(mech, **kw).force is True
+    out = tmp_path / "rep"
+    monkeypatch.setattr("ldp_audit.audit.search._MAX_SECONDS", 1e-9)  # any audit is too long
+    assert main(["reproduce", "fedrl", "--audit-samples", "5000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--audit-samples=5000 would take about" in err and "lower it" in err, err
+    assert not out.exists()

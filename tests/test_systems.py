@@ -747,6 +747,51 @@ def test_a_plug_in_charges_or_targets_that_raise_are_said_not_skipped(tmp_path: 
     assert "bug in ldp-audit" not in err
 
 
+def _mixed_targets(cfg):
+    from ldp_audit.mechanisms import Gaussian, Laplace
+
+    return [("approx", Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3)),
+            ("pure", Laplace(epsilon=1.0, clip=1.0))]  # fmt: skip
+
+
+def _pure_targets(cfg):
+    return _mixed_targets(cfg)[1:]
+
+
+def test_delta_event_on_a_run_applies_to_its_approximate_claims(tmp_path: Path, capsys):
+    """Session 57: `audit --run-dir RUN --delta-event` on a run releasing through a Gaussian and a
+    Laplace mechanism audited the Gaussian, then refused at the Laplace (exit 2, no audit.json);
+    now it applies to the Gaussian and says so, and a run of pure claims only is refused first."""
+    import dataclasses
+    from unittest import mock
+
+    from tests.toy_system import SYSTEM
+
+    run = tmp_path / "run"
+    calls = []
+
+    def fake_audit(mech, pairs, **kw):
+        calls.append((mech.name, kw["delta_event"]))
+        return mock.Mock(violation=False, to_dict=lambda: {}, summary=lambda: "ok")
+
+    argv = ["audit", "--run-dir", str(run), "--delta-event", "--no-progress"]
+    try:
+        systems.register(dataclasses.replace(SYSTEM, targets=f"{__name__}:_mixed_targets"))
+        systems.get("toy").train({"agents": 4}, seed=0, run_dir=run)
+        with mock.patch("ldp_audit.audit.audit", fake_audit):
+            assert main(argv) == 0
+            assert calls == [("gaussian", True), ("laplace", False)]
+            err = capsys.readouterr().err
+            assert "--delta-event applies to approx (delta > 0), not to pure" in err
+            systems.reload()
+            systems.register(dataclasses.replace(SYSTEM, targets=f"{__name__}:_pure_targets"))
+            assert main([*argv, "--overwrite"]) == 2
+    finally:
+        systems.reload()
+    assert len(calls) == 2  # refused before any audit
+    assert "every mechanism of --run-dir" in capsys.readouterr().err
+
+
 def _raising_guess(run_dir, **kw):
     raise ValueError("attack bug")
 

@@ -122,13 +122,12 @@ def _driver(cli: bool, opts: list[tuple[float, str, str, Any]]) -> str:
 def _opts(cfg: Any, **defaults: float) -> list[tuple[float, str, str, Any]]:
     """:func:`_driver`'s tuples of ``cfg``'s fields against their ``defaults`` (flag: the
     field's option, ``n_agents`` spelled ``--agents``)."""
-    return [
-        (int(getattr(cfg, k)) / d, k, _FLAGS.get(k, "--" + k.replace("_", "-")), getattr(cfg, k))
-        for k, d in defaults.items()
-    ]
+    return [(int(getattr(cfg, k)) / d, k, _flag(k), getattr(cfg, k)) for k, d in defaults.items()]
 
 
-_FLAGS = {"n_agents": "--agents"}
+def _flag(param: str) -> str:
+    """The command-line option of a config field (``n_agents`` spelled ``--agents``)."""
+    return {"n_agents": "--agents"}.get(param, "--" + param.replace("_", "-"))
 
 
 def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
@@ -163,13 +162,22 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
             top = (a * p, c)
     c = top[1]
     # the option furthest above its default drives the estimate
-    drive = _driver(cli, _opts(c, groups=1, n_agents=4, hidden=24, layers=2, max_episodes=300))
+    opts = _opts(c, groups=1, n_agents=4, hidden=24, layers=2, max_episodes=300)
+    drive = _driver(cli, opts)
+    # a proxy memory holds min(cells, window) entries: the window of --episode-steps x
+    # --exchange-period (500 x 25 by default) is what grows it, --sections ** dims cells (10^8
+    # by default) only cap it; an LDP upload holds --ldp-samples
+    cells, steps, period = int(c.n_cells), int(c.episode_steps), int(c.exchange_period)
+    held = ("episode_steps", steps) if steps / 500 >= period / 25 else ("exchange_period", period)
+    o_held = (min(cells, steps * period) / 12_500, held[0], _flag(held[0]), held[1])
+    o_ldp = _opts(c, ldp_samples=32) if c.mode != "fedavg" and c.ldp_epsilon is not None else []
+    o_up = [] if c.mode == "fedavg" else (o_ldp or [o_held])  # what one upload holds
     return [
         Estimate(drive, "the Python process", _TORCH_PROCESS),
         Estimate(drive, "the agents' networks", net),
         Estimate(drive, "the per-agent state and scores", per_agent),
-        Estimate(label(cli, "sections", "--sections", c.sections), "the proxy memories", mem),
-        Estimate(drive, "the transcript of the uploads", trans),
+        Estimate(_driver(cli, [*opts, o_held]), "the proxy memories", mem),
+        Estimate(_driver(cli, [*opts, *o_up]), "the transcript of the uploads", trans),
         Estimate(drive, "the agents' training", 0.0, flops_seconds(flops)),
     ]
 
@@ -201,7 +209,10 @@ def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     o_runs, o_hist, o_envs, o_batch, o_steps = _opts(
         cfg, runs=1, hist_len=4, n_envs=16, batch_size=32, train_steps=2000
     )
+    # the evaluation: --eval-maps x --t-max (defaults 800 x 38), named by the larger factor
     o_eval = (int(cfg.eval_maps) * t_max / (800 * 38), "eval_maps", "--eval-maps", cfg.eval_maps)
+    if t_max / 38 > int(cfg.eval_maps) / 800:
+        o_eval = (o_eval[0], "t_max", "--t-max", t_max)
     maps_l = _driver(cli, _opts(cfg, size=8, n_maps=8000))
     trans_l = _driver(cli, [o_steps, o_runs, o_envs, o_batch, o_eval])
     return [
@@ -266,7 +277,17 @@ def pgc_reproduce_estimates(cfg: Any) -> list[Estimate]:
         )
         grid += [fig2] * (2 * len(cfg.mechanisms))
     workers = min(int(cfg.workers), len(grid)) if cfg.backend == "local" else 1
-    return pgc_estimates(grid, [False] * len(grid), cli=True, processes=1 + (workers > 1) * workers)
+    parts = pgc_estimates(
+        grid, [False] * len(grid), cli=True, processes=1 + (workers > 1) * workers
+    )
+    if cfg.figure2 and fig2.trials * fig2.max_submissions > cfg.trials * cfg.max_submissions:
+        # the Figure 2 runs are the largest: name the --figure2-* options that made them so
+        for old, new in (("trials", "trials"), ("max-submissions", "submissions")):
+            value = getattr(cfg, f"figure2_{new}")
+            parts = (
+                parts if value is None else _relabel(parts, f"--{old}", f"--figure2-{new} {value}")
+            )
+    return parts
 
 
 def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> list[Estimate]:
@@ -324,7 +345,8 @@ def dprl_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
         ("reinforce", {"episodes": s.episodes}),
         ("dqn", {"total_steps": s.total_steps}),
     ):
-        parts = dprl_estimates(DprlConfig(algo=algo, privacy="dpsgd", **kw), cli=True)
+        cfg = DprlConfig(algo=algo, privacy="dpsgd", eval_episodes=s.eval_episodes, **kw)
+        parts = dprl_estimates(cfg, cli=True)
         jobs.append([replace(e, seconds=e.seconds * grid) for e in parts])
     m = int(s.audit_canaries)
     for base, mm in ((AUDIT_REINFORCE, min(m, 898)), (AUDIT_DQN, m)):
@@ -372,6 +394,8 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
         cfg = FedRLConfig(size=max(rc.sizes), hist_len=h, train_steps=rc.fig4_train_steps(),
                           runs=rc.fig4_runs, **kw)  # fmt: skip
         parts = _relabel(fedrl_estimates(cfg, cli=True), "--runs", f"--fig4-runs {rc.fig4_runs}")
+        if rc.fig4_steps is not None:
+            parts = _relabel(parts, "--train-steps", f"--fig4-steps {rc.fig4_steps}")
         jobs.append([e for e in parts if held not in e.what])
     kw["eval_maps"] = min(rc.eval_maps, 200)
     cfg = FedRLConfig(size=rc.sizes[0], hist_len=rc.hist_len, train_steps=rc.attack_steps,

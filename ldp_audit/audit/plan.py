@@ -27,6 +27,7 @@ from ldp_audit.audit.results import at_delta, short_values
 from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
 from ldp_audit.audit.statistics import EventIndicator, ScoreStatistic, statistic_list
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.limits import forced
 from ldp_audit.stats import POOLED_MAX_ALPHA
 from ldp_audit.validation import (
     as_rng,
@@ -92,6 +93,7 @@ def check_arguments(mechanism: Any, **a: Any) -> Options:
     v["ratio_test"] = check_choice(ratio_test, "ratio_test", RATIO_TESTS)
     for name in ("force", "progress", "sequential", "delta_event"):
         v[name] = check_bool(a[name], name)
+    v["force"] = v["force"] or forced()  # a command's --force (limits.forcing) reaches it too
     if v["delta_event"] and delta == 0:  # it would be ignored: a pure claim has no delta bound
         raise InvalidParameterError(
             "delta_event (--delta-event) needs a claim with delta > 0; the mechanism claims "

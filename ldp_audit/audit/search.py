@@ -223,7 +223,7 @@ def _fit_statistics(
 def _too_long(o: Options, total: int, est: float, n_pairs: int) -> InvalidParameterError:
     return InvalidParameterError(
         f"samples={o.samples} would take about {est / 3600:.1f} hours ({total:.3g} outputs at "
-        f"the measured {total / est:.3g} outputs/s over {n_pairs} pair(s)); lower samples, or "
+        f"the measured {total / est:.3g} outputs/s over {n_pairs} pair(s)); lower it, or "
         "pass force=True (--force) to run it anyway"
     )
 

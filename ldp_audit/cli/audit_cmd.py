@@ -72,6 +72,16 @@ _OPTION = {k: "--" + k.replace("_", "-") for k in _MECHANISM_DESTS.split()}
 _MAX_DIM = 1_000_000
 
 
+def _epsilon(text: str) -> float:
+    """``--epsilon``: a finite real >= 0 (0: a ``--scalar`` library's (0, delta) claim), and a
+    normal double (``5e-324`` was refused as "the noise scale clip / epsilon = inf")."""
+    from ldp_audit.validation import check_normal
+
+    v = real_in("--epsilon", low=0.0, low_open=False)(text)
+    check_normal(v, "--epsilon", text, zero=True, exc=argparse.ArgumentTypeError)
+    return v
+
+
 def _domain(text: str) -> Any:
     """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers, bools
     for ``false,true``, strings when none is a number).
@@ -131,7 +141,7 @@ def register(subparsers: Any) -> None:
         "claimed epsilon (built-ins, > 0; gaussian: calibrates sigma unless --sigma is given; "
         "--scalar: the library's own, >= 0, e.g. 0 for a (0, delta) mechanism)"
     )
-    opt("--epsilon", type=real_in("--epsilon", low=0.0, low_open=False), help=eps_help)
+    opt("--epsilon", type=_epsilon, help=eps_help)
     add_real(opt, "--clip", help="clip bound C (1 when omitted)")
     add_real(opt, "--sigma", help="gaussian: noise standard deviation")
     delta_help = (

@@ -312,7 +312,8 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         run = functools.partial(fn, settings, **kw, **where)
     check_not_inside_run(out, "--out")  # before the experiment
     check_report_dir(out, overwrite=args.overwrite)  # a new folder's parent probed
-    with _running(args), report_written(Path(out)):  # an interruption leaves no half report
+    named = options_named(cls) if c.config is not None else contextlib.nullcontext()
+    with _running(args), report_written(Path(out)), named:  # no half report; options named
         doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")
     return 0
@@ -563,6 +564,8 @@ def audit_run_dir(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
         )
+    if own["delta_event"]:
+        _delta_event_targets(args, runs)
     _say_estimate(args, runs)
     entries, violation, bar = [], False, show_progress(args)
     for t, pairs, kw in runs:
@@ -584,6 +587,31 @@ def audit_run_dir(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {path}")
     return verdict_code(args, violation)
+
+
+def _delta_event_targets(
+    args: argparse.Namespace, runs: list[tuple[Any, Any, dict[str, Any]]]
+) -> None:
+    """``--delta-event`` on a run: for the mechanisms claiming delta > 0 only (said on stderr when
+    some claim pure epsilon-DP); refused before any audit when none does. It was refused at the
+    first pure mechanism, after the others were audited (session 57)."""
+    from ldp_audit.audit.mechanism import check_mechanism
+
+    pure = [t.name for t, _, kw in runs if check_mechanism(t.mechanism)[1] == 0.0]
+    if len(pure) == len(runs):
+        raise InvalidParameterError(
+            f"--delta-event needs a claim with delta > 0; every mechanism of --run-dir "
+            f"{args.run_dir!r} claims pure epsilon-DP ({', '.join(pure)}): drop it"
+        )
+    for t, _, kw in runs:
+        kw["delta_event"] = t.name not in pure
+    if pure:
+        print(
+            f"audit: --delta-event applies to "
+            f"{', '.join(t.name for t, _, kw in runs if kw['delta_event'])} (delta > 0), not to "
+            f"{', '.join(pure)} (pure epsilon-DP: no delta to bound)",
+            file=sys.stderr,
+        )
 
 
 def _say_estimate(args: argparse.Namespace, runs: list[tuple[Any, Any, dict[str, Any]]]) -> None:

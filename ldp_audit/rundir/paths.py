@@ -216,7 +216,8 @@ def report_written(folder: Path) -> Iterator[None]:
     def files() -> dict[Path, int]:
         return {f: f.stat().st_mtime_ns for f in folder.rglob("*") if f.is_file()}
 
-    before, dirs = files(), {d for d in folder.rglob("*") if d.is_dir()} | {folder}
+    existed = folder.exists()
+    before, dirs = files(), {d for d in folder.rglob("*") if d.is_dir()}
     try:
         yield
     except BaseException:
@@ -224,7 +225,8 @@ def report_written(folder: Path) -> Iterator[None]:
             for f, t in files().items():
                 if before.get(f) != t:
                     f.unlink()
-            for d in sorted(set(folder.rglob("*")) - dirs, reverse=True):
+            made = sorted(set(folder.rglob("*")) - dirs, reverse=True)
+            for d in made + ([] if existed else [folder]):  # --out too, when the block made it
                 if d.is_dir() and not any(d.iterdir()):
                     d.rmdir()
         raise

@@ -33,6 +33,10 @@ __all__ = [
 
 #: largest noise_multiplier and clip accepted (noise std up to 1e12 keeps float32 finite)
 MAX_SCALE = 1e6
+#: most greedy evaluation episodes (played at once, a vector environment each: 10^8 are
+#: estimated at 203 GiB, refused without --force; 2^63 - 1 with --force was exit 3, numpy's
+#: "array is too big")
+MAX_EVAL_EPISODES = 1_000_000_000
 
 
 def zero_or_pair(name: str) -> Any:
@@ -178,7 +182,7 @@ class DprlConfig:
     actions, canary sampling, the DP-SGD noise) stays on the CPU generator and is moved, so
     cpu results do not change."""
     # evaluation (after training; consumes none of the training's random draws)
-    eval_episodes: int = field(default=0, metadata=bounds(minimum=0))
+    eval_episodes: int = field(default=0, metadata=bounds(minimum=0, maximum=MAX_EVAL_EPISODES))
     """Greedy evaluation episodes of the final network after training (DQN: argmax Q;
     REINFORCE: argmax of the policy, dropout off), on CartPole-v1 seeded from
     ``SeedSequence([seed, 1])``; 0 skips it. Post-processing of the released model: no privacy
@@ -379,7 +383,7 @@ class ReproduceSettings:
     dqn_preset: str = field(default="solves", metadata=bounds(choices=DQN_PRESET_NAMES))
     """DQN settings: solves (exploration over 20% of the steps, measured to solve CartPole-v1 at
     100,000 steps) or legacy (the DprlConfig defaults, the reports before 2026-11-27)."""
-    eval_episodes: int = field(default=25, metadata=bounds(minimum=0))
+    eval_episodes: int = field(default=25, metadata=bounds(minimum=0, maximum=MAX_EVAL_EPISODES))
     """Greedy evaluation episodes after each run (0: none)."""
 
     def __post_init__(self) -> None:

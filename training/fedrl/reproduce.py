@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.config import bounds
+from ldp_audit.config import bounds, option_words
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir.files import write_json_file
 from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
@@ -151,7 +151,11 @@ def audit_output_mechanism(samples: int, seed: int) -> list[dict[str, Any]]:
         ("broken: claims sigma=8, adds sigma=2", _Broken(8.0, 1.0)),
     ):
         t0 = time.perf_counter()
-        r = audit(mech, mech.candidate_pairs(), samples=samples, float_bits=False, rng=seed)
+        try:
+            r = audit(mech, mech.candidate_pairs(), samples=samples, float_bits=False, rng=seed)
+        except InvalidParameterError as exc:  # its samples are this reproduction's option
+            exc.args = (option_words(str(exc), {"samples": "audit_samples"}),)
+            raise
         out.append(
             {
                 "mechanism": label,

@@ -247,6 +247,10 @@ def train_fedrl(
             "mode 'resume' is not supported by fedrl (a run is short): start a new run"
         )
     device = _check_run(cfg, seed, threads, force)  # before any file
+    # the maps too: a density that leaves no playable map is refused before any file
+    maps = generate_maps(
+        cfg.size, cfg.n_maps, density=cfg.density, seed=cfg.map_seed, t_max=cfg.t_max
+    )
     w = RunWriter(
         out,
         algorithm="fedrl",
@@ -263,6 +267,7 @@ def train_fedrl(
         res = run_fedrl(
             cfg,
             seed=seed,
+            maps=maps,
             accountant=acc,
             progress=progress,
             record=True,

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldp_audit.config import bounds, config_from_dict, config_to_dict
+from ldp_audit.config import bounds, config_from_dict, config_to_dict, option_words
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.reproduction import check_fields
@@ -41,6 +41,8 @@ PAPER_SETTINGS: dict[int, dict[str, Any]] = {
 }  # fmt: skip
 
 _MODES = ("frd", "fedavg")
+#: the upload mechanism's parameters as this config's fields (its refusals, said in them)
+_PROXY_FIELDS = {"epsilon": "ldp_epsilon", "samples": "ldp_samples", "cell_share": "ldp_cell_share"}
 
 #: CartPole attributes an FRD agent's private parameter may be (``FrdConfig.private_param``):
 #: the physical constants of the equations of motion. Not allowed: ``tau`` (the time step: it
@@ -239,7 +241,11 @@ class FrdConfig:
                     f"variant runs every agent to max_episodes (leave stop_at_mission unset or "
                     f"pass --no-stop-at-mission)"
                 )
-            self.make_mechanism()  # its parts' epsilons checked before any work
+            try:  # its parts' epsilons checked before any work
+                self.make_mechanism()
+            except InvalidParameterError as exc:  # said in this config's names (its options)
+                exc.args = (option_words(str(exc), _PROXY_FIELDS),)
+                raise
 
     def _check_private_param(self) -> None:
         """``private_param`` / ``private_values`` / ``gravities``, normalised (see the class)."""

@@ -76,7 +76,7 @@ class ProxyMemoryLDP:
         part = self.pair_epsilon * min(self.cell_share, 1.0 - self.cell_share)
         if not part >= sys.float_info.min:  # RR's and the bit's epsilon; debias divides by it
             raise InvalidParameterError(
-                f"epsilon / samples * min(cell_share, 1 - cell_share) must be >= "
+                f"epsilon/samples * min(cell_share, 1 - cell_share) must be >= "
                 f"{sys.float_info.min} (a part's epsilon), got epsilon={self.epsilon!r}, "
                 f"samples={self.samples!r}, cell_share={self.cell_share!r}"
             )

@@ -16,6 +16,11 @@ from ldp_audit.training.pgc_a3c.config import AGGREGATORS
 
 __all__ = ["Aggregator"]
 
+#: largest |theta| a trial may reach: a CartPole run's parameters stay below 100 (74 after 20,000
+#: submissions, mechanism none), and by 1e15 doubles no longer resolve a step of 0.1 (session
+#: 57: --aggregator-lr 1e30 trained to 8e31 and exited 0)
+MAX_THETA = 1e15
+
 
 class Aggregator:
     """The central aggregator of Algorithm 1 for many independent trials at once.
@@ -68,3 +73,17 @@ class Aggregator:
         # (sgd; Adam / RMSprop steps on the same mean(B) where the ablation asks)
         tr, y = np.ascontiguousarray(tr, dtype=np.int64), np.ascontiguousarray(y, dtype=np.float64)
         aggregate(tr, y, *self.state)
+        self.check_diverged()
+
+    def check_diverged(self) -> None:
+        """Refuse a trial whose theta left ``[-MAX_THETA, MAX_THETA]`` (or is not finite): its
+        training diverged, and its result would read as a failed but valid run."""
+        big = ~(np.abs(self.theta) <= MAX_THETA).all(axis=1)
+        if big.any():
+            g = int(np.flatnonzero(big)[0])
+            raise InvalidParameterError(
+                f"pgc-a3c diverged: trial {g}'s theta reached {np.abs(self.theta[g]).max():.3g} "
+                f"(beyond {MAX_THETA:g}) after {int(self.version[g])} updates; likely cause: a "
+                f"learning rate too large (the aggregator's step {self.eta[g]:g}; --aggregator-lr"
+                ", or --eta for sgd) or reports too noisy for it (--epsilon, --clip)"
+            )

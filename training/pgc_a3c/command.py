@@ -28,6 +28,8 @@ LEARNING = ("eta", "gamma", "lam", "beta", "alpha_start", "alpha_decay")
 #: the CartPole engine's release and metrics settings (refused with another --env)
 ENGINE = ("clip", "buffer_size", "reduced_dim", "window", "target_score")
 _GYM = ("private_param", "env_module", "agents", "hidden", "episode_steps", "probe_timeout")
+#: --audit-samples' default (the readings' auditor samples per input)
+_AUDIT_SAMPLES = 200_000
 #: largest total movement of theta a run may allow (measured: 1e142 for --mechanism none gave
 #: NaN gradients after 20 submissions; 1e100 trained for 20 and 300 submissions)
 MAX_THETA_MOVE = 1e100
@@ -289,8 +291,8 @@ def reproduce_options(r: argparse.ArgumentParser) -> None:
                    "paper, with the auditor's lower bound on each reading's per-report epsilon "
                    "(reports/pgc-a3c-readings)")  # fmt: skip
     r.add_argument("--audit-samples", type=_cap("--audit-samples", INT_MAX, low=1000),
-                   default=200_000, help="with --readings: auditor samples per input of each "
-                   "pair")  # fmt: skip
+                   default=_AUDIT_SAMPLES, help="with --readings: auditor samples per input of "
+                   "each pair")  # fmt: skip
     r.add_argument("--workers", type=_cap("--workers", INT_MAX), default=None,
                    help="processes (--backend local) or Ray CPUs started here (--backend ray) "
                    "to spread the grid over (default: the CPU count; results do not depend on "
@@ -309,6 +311,11 @@ def reproduce(*, out: str, overwrite: bool, progress: bool, command: str, **o: A
     if o["readings"]:
         return _readings(
             out=out, overwrite=overwrite, progress=progress, **{**o, "workers": workers}
+        )
+    if o["audit_samples"] != _AUDIT_SAMPLES:  # the grid audits nothing: it was ignored (s57)
+        raise InvalidParameterError(
+            f"--audit-samples {o['audit_samples']} applies only with --readings (the grid runs "
+            "no audit): drop it, or add --readings"
         )
     from ldp_audit.limits import check_resources
     from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig, run_reproduction

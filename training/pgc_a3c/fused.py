@@ -310,6 +310,7 @@ class FusedEngine(Engine):
                 self.out_n, self.snap_theta, self.snap_cfg, self.snap_n, self.env_steps, self.bad,
                 self.halt,
             )  # fmt: skip
+            agg.check_diverged()
             lap("kernel")
             if self.profile:
                 self.timings["calls"] += 1
