@@ -10,15 +10,48 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["INT_MAX", "parse_real", "parse_int", "epsilon_or_inf", "real_in", "parse_private_param"]
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = [
+    "INT_MAX",
+    "NORMAL_MIN",
+    "check_normal",
+    "parse_real",
+    "parse_int",
+    "epsilon_or_inf",
+    "real_in",
+    "parse_private_param",
+]
 
 #: the largest integer any count or seed option accepts (a signed 64-bit integer): larger values
 #: would be an OverflowError deep inside NumPy or torch, after work has started.
 INT_MAX = 2**63 - 1
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _INF_WORDS = {"inf", "+inf", "infinity", "+infinity"}
+
+
+#: the smallest positive normal double (2.2e-308): a positive value below it is subnormal (a
+#: scale, step or noise level there has lost its precision)
+NORMAL_MIN = sys.float_info.min
+
+
+def check_normal(
+    x: float, name: str, given: Any = None, *, zero: bool = False, exc: type = InvalidParameterError
+) -> None:
+    """Refuse a positive subnormal ``x`` (``0 < x <`` :data:`NORMAL_MIN`) with ``exc`` naming
+    ``name`` and the value ``given`` (default ``x``; the text a converter read); ``zero``: the
+    message says that 0 is allowed (a noise level: 0 is no noise). The one wording of this
+    refusal: the core's checks, the CLI's converters (:func:`ldp_audit.parse.real_in`) and the
+    reproductions' noise levels."""
+    if 0.0 < x < NORMAL_MIN:
+        least = f"{'0 or ' * zero}>= {NORMAL_MIN:g}"
+        raise exc(
+            f"{name} must be {least} (a normal double), got {x if given is None else given!r}"
+        )
 
 
 def parse_real(text: str, name: str) -> float:
@@ -111,9 +144,7 @@ def real_in(
                 f"{name} must be {words}a finite number in {lo_b}{low:g}, {high:g}{hi_b}, got "
                 f"{text!r}"
             )
-        if low == 0.0 and low_open:  # validation imports this module: imported here
-            from ldp_audit.validation import check_normal
-
+        if low == 0.0 and low_open:
             check_normal(v, name, text, exc=argparse.ArgumentTypeError)
         return v
 

@@ -43,12 +43,12 @@ import numpy as np
 
 from ldp_audit.config import config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import check_normal
 from ldp_audit.release import Transcript, release
 from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
 from ldp_audit.validation import (
     check_bool,
     check_int,
-    check_normal,
     check_numeric,
     check_positive,
     check_real,

@@ -17,17 +17,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import sys
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.parse import INT_MAX
-
-#: the smallest positive normal double (2.2e-308): a positive value below it is subnormal (a
-#: scale, step or noise level there has lost its precision)
-NORMAL_MIN = sys.float_info.min
+from ldp_audit.parse import INT_MAX, check_normal
 
 
 def check_real(value: Any, name: str) -> float:
@@ -70,21 +65,6 @@ def check_real_in(
     if lo == 0 and lo_open:  # as the CLI's converters (parse.real_in)
         check_normal(x, name, v)
     return x if x else 0.0  # -0.0 is 0 (it printed as "delta = -0")
-
-
-def check_normal(
-    x: float, name: str, given: Any = None, *, zero: bool = False, exc: type = InvalidParameterError
-) -> None:
-    """Refuse a positive subnormal ``x`` (``0 < x <`` :data:`NORMAL_MIN`) with ``exc`` naming
-    ``name`` and the value ``given`` (default ``x``; the text a converter read); ``zero``: the
-    message says that 0 is allowed (a noise level: 0 is no noise). The one wording of this
-    refusal: the core's checks, the CLI's converters (:func:`ldp_audit.parse.real_in`) and the
-    reproductions' noise levels."""
-    if 0.0 < x < NORMAL_MIN:
-        least = f"{'0 or ' * zero}>= {NORMAL_MIN:g}"
-        raise exc(
-            f"{name} must be {least} (a normal double), got {x if given is None else given!r}"
-        )
 
 
 def check_choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:

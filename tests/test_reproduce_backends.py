@@ -16,7 +16,7 @@ import pytest
 
 from ldp_audit.backends import TaskError
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c import reproduce, reproduce_report
+from ldp_audit.training.pgc_a3c import grid, reproduce, reproduce_report
 
 pytest.importorskip("ldp_audit.training.pgc_a3c")
 
@@ -144,13 +144,13 @@ def _failing_grid(configs, **kwargs):
     for c in configs:
         if c.mechanism == "prs" and c.epsilon == 2.0:
             raise FloatingPointError("theta became NaN")
-    return reproduce.quiet_train_grid(configs, **kwargs)
+    return grid.quiet_train_grid(configs, **kwargs)
 
 
 def _dying_grid(configs, *, marker, **kwargs):
     """The first task to get here dies after training and charging its (in-memory) ledgers,
     before returning, as if its worker process were killed; later attempts run normally."""
-    out = reproduce.quiet_train_grid(configs, **kwargs)
+    out = grid.quiet_train_grid(configs, **kwargs)
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
@@ -206,7 +206,7 @@ def _counting_grid(configs, *, calls, **kwargs):
 
     fd, _ = tempfile.mkstemp(prefix=f"{os.getpid()}-{len(configs)}-", dir=calls)
     os.close(fd)
-    return reproduce.quiet_train_grid(configs, **kwargs)
+    return grid.quiet_train_grid(configs, **kwargs)
 
 
 def test_ray_default_chunks_are_the_cpus_ray_has(ray_local, tmp_path):

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import check_normal
 from ldp_audit.rundir.files import json_real, read_json, to_jsonable, write_json_file
 from ldp_audit.rundir.writer import machine
-from ldp_audit.validation import check_normal
 
 __all__ = [
     "cache_path",

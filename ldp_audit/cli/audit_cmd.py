@@ -75,7 +75,7 @@ _MAX_DIM = 1_000_000
 def _epsilon(text: str) -> float:
     """``--epsilon``: a finite real >= 0 (0: a ``--scalar`` library's (0, delta) claim), and a
     normal double (``5e-324`` was refused as "the noise scale clip / epsilon = inf")."""
-    from ldp_audit.validation import check_normal
+    from ldp_audit.parse import check_normal
 
     v = real_in("--epsilon", low=0.0, low_open=False)(text)
     check_normal(v, "--epsilon", text, zero=True, exc=argparse.ArgumentTypeError)

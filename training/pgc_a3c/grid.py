@@ -251,7 +251,6 @@ def _train_grid_parallel(
     from functools import partial
 
     from ldp_audit.backends import grid_runs
-    from ldp_audit.training.pgc_a3c.reproduce import quiet_train_grid
 
     t0 = time.perf_counter()
     part = partial(quiet_train_grid, **same, force=True)  # the parent warned already
@@ -351,3 +350,15 @@ def train_run(
     return SystemResult(system="pgc-a3c", config=cfg, seed=int(seed), seconds=float(res.seconds),
                         privacy=res.privacy, metrics=metrics,
                         run_dir=None if run_dir is None else Path(run_dir), native=res)  # fmt: skip
+
+
+def quiet_train_grid(configs: list[Any], **kwargs: Any) -> list[Any]:
+    """``pgc_a3c.train_grid(configs, transcript=False, engine="fused", **kwargs)`` (``kwargs``
+    override both) without the coordinate-clipping :class:`PrivacyClaimWarning` (the driver
+    warned once, see :func:`~ldp_audit.training.pgc_a3c.reproduce.engine_grid`): the task that
+    :func:`ldp_audit.backends.grid_runs` ships to a worker, there and for
+    ``train_grid(workers=...)``'s own process pool.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyClaimWarning)
+        return train_grid(configs, **{"transcript": False, "engine": "fused", **kwargs})

@@ -234,19 +234,6 @@ def engine_config(
     return PgcA3cConfig(**kwargs)
 
 
-def quiet_train_grid(configs: list[Any], **kwargs: Any) -> list[Any]:
-    """``pgc_a3c.train_grid(configs, transcript=False, engine="fused", **kwargs)`` (``kwargs``
-    override both) without the coordinate-clipping :class:`PrivacyClaimWarning` (the driver
-    warned once, see :func:`engine_grid`): the task that :func:`ldp_audit.backends.grid_runs`
-    ships to a worker, here and for ``train_grid(workers=...)``'s own process pool.
-    """
-    from ldp_audit.training.pgc_a3c.grid import train_grid
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyClaimWarning)
-        return train_grid(configs, **{"transcript": False, "engine": "fused", **kwargs})
-
-
 def engine_grid(
     configs: list[Any],
     seeds: list[int],
@@ -287,6 +274,8 @@ def engine_grid(
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     if grid_fn is None:
         import functools
+
+        from ldp_audit.training.pgc_a3c.grid import quiet_train_grid
 
         grid_fn = functools.partial(quiet_train_grid, engine=engine)
     return grid_runs(
