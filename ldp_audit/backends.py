@@ -35,6 +35,7 @@ import functools
 import itertools
 import json
 import multiprocessing as mp
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -218,7 +219,8 @@ def _run_spread(
         from concurrent.futures import wait as wait_futures
 
         ctx = mp.get_context("spawn")  # no fork of a process holding threads or open ledgers
-        ex = ProcessPoolExecutor(max_workers=min(workers or 1, len(items)), mp_context=ctx)
+        n = min(workers or 1, len(items))
+        ex = ProcessPoolExecutor(n, ctx, initializer=die_with_parent, initargs=(os.getpid(),))
         submit = functools.partial(ex.submit, fn)
         wait = functools.partial(wait_futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
         get, errors = (lambda fut: fut.result()), Exception
@@ -263,6 +265,22 @@ def _stop_pool(ex: Any) -> None:
             p.terminate()
     for p in procs:
         p.join(timeout=5)
+
+
+def die_with_parent(parent: int) -> None:
+    """A pool worker's initializer: the worker ends (exit 1) within half a second of the
+    process that started it, ``parent``, being gone. A SIGKILLed ``reproduce`` runs no handler:
+    its spawned workers were left blocked forever (180-300 MiB each; the resource tracker with
+    them), holding the command's stdout and stderr open, so a caller reading them (a pipe to
+    ``tee``, ``subprocess.communicate``) waited forever too."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)  # its files: as after a kill (atomic writes, a SQLite ledger)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
 
 
 def _call(fn: Callable[[T], R], item: T) -> R:

@@ -258,14 +258,27 @@ def check_regular_file(path: str | os.PathLike[str], name: str) -> None:
         )
 
 
+RUN_FILES = ("config.json", "manifest.json", "ledger.sqlite")
+
+
+def is_run_like(folder: str | os.PathLike[str]) -> bool:
+    """``folder`` holds an entry (of any kind) named like a file every run writes: one that
+    holds none is no run, never walked nor hashed (``budget /work --verify`` hashed every file
+    under /work for 12 minutes before saying it had no ledger)."""
+    return any(os.path.lexists(os.path.join(folder, n)) for n in RUN_FILES)
+
+
 def check_run_files(run_dir: str | os.PathLike[str], name: str = "--run-dir") -> None:
     """Refuse a run directory holding a FIFO, socket or device (at any depth), naming it, before
-    any of its files is opened. A run's writers only ever create regular files and folders.
+    any of its files is opened. A run's writers only ever create regular files and folders. A
+    folder that is no run (:func:`is_run_like`) is not walked: its reader refuses it.
 
     Raises:
         RunDirectoryError: a non-regular entry was found.
     """
     root = os.fspath(run_dir)
+    if not is_run_like(root):  # no run: its reader refuses it by name, opening nothing
+        return
     for folder, dirs, files in os.walk(root):  # a symlinked folder is listed, not entered
         for path in (os.path.join(folder, e) for e in dirs + files):
             try:

@@ -102,6 +102,48 @@ def test_local_pool_failure_stops_the_other_tasks():
     assert time.perf_counter() - t0 < 60  # the sleeping task (120 s) was not waited for
 
 
+def _state(pid: int) -> str:
+    try:  # a zombie not yet reaped by its new parent counts as ended
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_pool_worker_ends_when_its_parent_is_killed():
+    """A SIGKILLed ``reproduce pgc-a3c --trials 2 --workers 2`` left both pool workers blocked
+    forever, 180-300 MiB each, holding its output pipes (found from outside, 2026-12-07); the
+    pool's initializer now ends a worker within 0.5 s of its parent. Here: parent P forks W,
+    W runs the initializer and sleeps; P is killed; W must end (not reach its 30 s sleep's
+    end)."""
+    from ldp_audit.backends import die_with_parent
+
+    r, w = os.pipe()
+    parent = os.fork()
+    if parent == 0:  # P
+        worker = os.fork()
+        if worker == 0:  # W
+            die_with_parent(os.getppid())
+            time.sleep(30)
+            os._exit(0)
+        os.write(w, str(worker).encode())
+        time.sleep(30)
+        os._exit(0)
+    os.close(w)
+    worker = int(os.read(r, 32))
+    os.close(r)
+    assert _state(worker) not in ("gone", "Z")
+    os.kill(parent, 9)
+    os.waitpid(parent, 0)
+    deadline = time.monotonic() + 5
+    while _state(worker) not in ("gone", "Z") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ended = _state(worker) in ("gone", "Z")
+    if not ended:
+        os.kill(worker, 9)
+    assert ended, "the worker outlived its killed parent"
+
+
 def test_fresh_run_dir_moves_dead_attempt_aside(tmp_path):
     run = tmp_path / "run"
     assert fresh_run_dir(run) == run and not run.exists()

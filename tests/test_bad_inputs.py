@@ -327,6 +327,11 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--pairs", ""], ("--pairs",)),
         (["reproduce", "fedrl", "--backend", "ray", "--address", "x"], ("address", "'x'")),
         (["reproduce", "dprl", "--cache", "/dev/null"], ("cache", "/dev/null")),
+        # session 57: a cache under a file or that cannot be written failed the first task
+        # (exit 3, a TaskError's traceback) after --out was made
+        (["reproduce", "dprl", "--cache", "/dev/null/c", "--out", "o"], ("cache", "/dev/null")),
+        (["reproduce", "dprl", "--cache", "/proc/self", "--out", "o"], ("cache", "/proc/self")),
+        (["reproduce", "dprl", "--cache", "/proc/self/c", "--out", "o"], ("cache", "/proc/self")),
     ],
     ids=lambda x: " ".join(x)[:70] if isinstance(x, list) else None,
 )  # fmt: skip

@@ -344,6 +344,20 @@ def test_a_dangling_link_in_an_output_path_is_refused_by_name(tmp_path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["link"] and not (tmp_path / "nowhere").exists()
 
 
+def test_a_symlink_loop_as_a_report_folder_is_refused_by_name(tmp_path) -> None:
+    """Session 57 CLI fuzz: `report RUN -o LOOP` and `demo --report-dir LOOP` (a link to
+    itself) ended in exit 3, "internal error: RuntimeError: Symlink loop", from the input
+    check's Path.resolve(). Now check_new_dir names it as a link that leads nowhere."""
+    from ldp_audit.report import check_report_out
+
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)
+    for out in (loop, loop / "sub"):
+        with pytest.raises(RunDirectoryError, match="symbolic link.*does not exist"):
+            check_report_out(out, inputs=[tmp_path / "run"], name="--out")
+    assert os.listdir(tmp_path) == ["loop"]
+
+
 def test_a_run_records_the_machine_and_the_cli_command_it_was_made_by(tmp_path) -> None:
     """Session 53's reviewer probe: a report said when and with what versions a run was made,
     not by what command nor on what machine. A new run now records the machine (no host name)

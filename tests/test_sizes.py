@@ -353,6 +353,40 @@ def test_library_readers_refuse_a_fifo(tmp_path: Path) -> None:
         rundir.read_json(run, "metrics.json")
 
 
+@pytest.mark.usefixtures("_no_hang")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["budget", "{d}", "--verify"],
+        ["budget", "{d}"],
+        ["report", "{d}"],
+        ["audit", "--run-dir", "{d}"],
+    ],
+    ids=["budget --verify", "budget", "report", "audit"],
+)
+def test_a_folder_that_is_no_run_is_refused_unwalked(argv, tmp_path, capsys, monkeypatch) -> None:
+    """``budget /work --verify`` walked every folder under /work and hashed every file (11 min
+    56 s, 2026-12-07) before saying /work/ledger.sqlite was missing; ``report /usr`` walked /usr
+    and named a link to /dev/null. A folder holding none of config.json, manifest.json and
+    ledger.sqlite is refused as no run without a walk (the FIFO below would be named)."""
+    d = tmp_path / "home"
+    (d / "deep" / "er").mkdir(parents=True)
+    (d / "deep" / "er" / "notes.txt").write_text("x")
+    os.mkfifo(d / "deep" / "pipe")
+    walked: list[str] = []
+    real_walk = os.walk
+
+    def walk(top, *args, **kwargs):
+        walked.append(str(top))
+        return real_walk(top, *args, **kwargs)
+
+    monkeypatch.setattr(os, "walk", walk)
+    assert main([a.format(d=d) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert "not a run" in err or "does not exist" in err, err
+    assert "FIFO" not in err and not [w for w in walked if w.startswith(str(d))], (err, walked)
+
+
 def test_audit_exact_probe_is_bounded(capsys) -> None:
     argv = ["audit", "--mechanism", "laplace", "--epsilon", "1", "--dim", "1000000", "--exact"]
     assert main(argv) == 2

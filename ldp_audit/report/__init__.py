@@ -157,8 +157,10 @@ def check_report_out(
             f"{name} {str(out)!r} is a run directory (it has config.json); a report never "
             "replaces a run: choose another folder (default RUN_DIR/report)"
         )
-    res = out.resolve()
-    for i in inputs:
+    # a missing folder holds no input; nor does a symbolic link loop, which resolve() raises
+    # RuntimeError on (exit 3 until session 57): check_new_dir names it
+    res = out.resolve() if out.exists() else None
+    for i in inputs if res is not None else ():
         ip = Path(i).resolve()
         if ip == res or res in ip.parents:
             raise RunDirectoryError(

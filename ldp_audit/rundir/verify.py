@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, LedgerError, RunDirectoryError
-from ldp_audit.limits import check_regular_file, check_run_files
+from ldp_audit.limits import check_regular_file, check_run_files, is_run_like
 from ldp_audit.rundir.files import (
     check_hex64,
     checked_sha256,
@@ -175,7 +175,8 @@ def verify_run(
         ``problems``).
 
     Raises:
-        RunDirectoryError: ``path`` is not a directory.
+        RunDirectoryError: ``path`` is not a directory, or holds none of a run's config.json,
+            manifest.json and ledger.sqlite (never walked nor hashed).
         InvalidParameterError: ``expect_head`` or ``expect_root`` is not 64 hex digits.
         KeyFileError: the ledger key exists but is unusable (e.g. readable by others), or its
             file lies inside the run.
@@ -186,6 +187,9 @@ def verify_run(
     from ldp_audit.rundir.seal import check_analyses, other_key, run_root
 
     p = existing_run_dir(path)
+    if not is_run_like(p):  # never walked nor hashed: `budget /work --verify` took 12 minutes
+        why = "it holds no config.json, manifest.json or ledger.sqlite"
+        raise RunDirectoryError(f"run directory {str(p)!r} is not a run ({why})")
     check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
     expect_head = check_hex64(expect_head, "expect_head", "chain head")
     expect_root = check_hex64(expect_root, "expect_root", "run root")

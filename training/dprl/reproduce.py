@@ -83,6 +83,12 @@ def reproduce(
     where = backend_options(backend=backend, address=address, workers=workers)  # before work
     if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
         raise InvalidParameterError(f"cache must be a folder, got the file {str(cache)!r}")
+    if cache is not None:  # every task writes there: an unwritable one failed the first, exit 3
+        from ldp_audit.rundir.paths import check_parent_writable
+
+        check_parent_writable(
+            Path(cache) / "run.json" if Path(cache).is_dir() else Path(cache), "cache"
+        )
 
     t0 = time.perf_counter()
     out = Path(out)
