@@ -114,6 +114,9 @@ def federate(run_dir, ledgers, *, clients, rounds, mech, budget=1e9, seed=0):
             "ldp-public-metrics = 'train-loss,secret-mean', but this node is pinned to",
         ),
         ({"ldp-public-metrics": 1}, {"partition-id": 0}, "'ldp-public-metrics' must be a str"),
+        # a negative seed passed here and every release then failed as "the release failed
+        # (ValueError; its message may quote private values ...)", naming no setting (session 57)
+        ({}, {"partition-id": 0, "agent-seed": -1}, "'agent-seed' must be an integer >= 0"),
     ],
 )
 def test_client_settings_refuse_bad_or_unpinned_config(tmp_path, run, node, match):
