@@ -206,6 +206,17 @@ class Run:
             self._thetas.append(t.copy())
         return len(self._thetas) - 1
 
+    def check_secret(self, secret: Any, name: str = "secret") -> float:
+        """``secret`` as a float: a real number (typed, never coerced) and, when the run declares
+        a private parameter, one of its candidate values (what scoring compares guesses with)."""
+        secret = check_real(secret, name)
+        pp = self.cfg.private_parameter
+        if pp is not None and secret not in pp["values"]:
+            raise InvalidParameterError(
+                f"{name} {secret!r} is not one of the declared candidate values {pp['values']}"
+            )
+        return secret
+
     def release(
         self,
         values: Any,
@@ -250,12 +261,7 @@ class Run:
                 "charged"
             )
         score = check_real(score, "score")  # before the charge: typed, never coerced
-        secret = None if secret is None else check_real(secret, "secret")
-        pp = self.cfg.private_parameter
-        if secret is not None and pp is not None and secret not in pp["values"]:
-            raise InvalidParameterError(
-                f"secret {secret!r} is not one of the declared candidate values {pp['values']}"
-            )
+        secret = None if secret is None else self.check_secret(secret)
         rel = release(
             x,
             mechanism=self.mechanism,

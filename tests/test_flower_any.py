@@ -114,6 +114,9 @@ def federate(run_dir, ledgers, *, clients, rounds, mech, budget=1e9, seed=0):
             "ldp-public-metrics = 'train-loss,secret-mean', but this node is pinned to",
         ),
         ({"ldp-public-metrics": 1}, {"partition-id": 0}, "'ldp-public-metrics' must be a str"),
+        # a negative seed passed here and every release then failed as "the release failed
+        # (ValueError; its message may quote private values ...)", naming no setting (session 57)
+        ({}, {"partition-id": 0, "agent-seed": -1}, "'agent-seed' must be an integer >= 0"),
     ],
 )
 def test_client_settings_refuse_bad_or_unpinned_config(tmp_path, run, node, match):
@@ -285,6 +288,38 @@ def test_recorder_refuses_unsealed_foreign_or_inconsistent_replies(tmp_path):
     bad["ldp-release"] = ConfigRecord({**dict(good["ldp-release"]), "sealed": False})
     with pytest.raises(InvalidParameterError, match="not sealed"):
         rec.check(bad, theta, "arrays")
+    rec.close()
+
+
+def test_recorder_checks_what_truth_gives_before_recording_it(tmp_path):
+    """ldp_server_main's truth returning a value that is no candidate (0.7 of 0.5/1.0/1.5) or a
+    str ("0.5") was recorded in secrets.npz as the ground truth, float() coercing the str, and a
+    truth that raised left a raw traceback (session 57, an in-process federation); own-loop's
+    run.release refused both. Now the same check: typed, one of the candidates, before the
+    server's charge; a raising truth is a UserCodeError naming it."""
+    from ldp_audit.errors import UserCodeError
+
+    y = np.zeros(3)
+    for truth, err, match in [
+        (lambda a: 0.7, InvalidParameterError, r"truth\(0\) 0.7 is not one of the declared"),
+        (lambda a: "0.5", InvalidParameterError, r"truth\(0\) must be a real number"),
+        (lambda a: 1 / 0, UserCodeError, "truth .* raised ZeroDivisionError"),
+    ]:
+        run = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
+        private = {"name": "s", "values": [0.5, 1.0, 1.5]}
+        rec = FlowerRecorder(
+            run, system="t", mechanism=Laplace(1.0, 1.0), private=private, truth=truth
+        )
+        rec.broadcast([y])
+        with pytest.raises(err, match=match):
+            rec.accept(1, 0, y, 0)
+        assert rec.rows["agent"] == [] and _spent(run / "ledger.sqlite") == {}
+        rec.close("interrupted")
+    rec = FlowerRecorder(tmp_path / "ok", system="t", mechanism=Laplace(1.0, 1.0), private=private,
+                         truth=lambda a: np.float64(1.5))  # fmt: skip
+    rec.broadcast([y])
+    rec.accept(1, 0, y, 0)
+    assert rec.rows["value"] == [1.5]
     rec.close()
 
 

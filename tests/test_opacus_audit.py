@@ -27,7 +27,7 @@ torch.set_num_threads(1)
 FAST = ["noise reused across consecutive updates"]
 
 
-def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path) -> None:
+def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path, capsys) -> None:
     run = tmp_path / "run"
     res = audited_run(run, 0)
     ex = res.extra
@@ -57,6 +57,17 @@ def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path) -> None:
     md = (rep / "report.md").read_text()
     assert "One-run audit of the Opacus training" in md and "DP-SGD claim read from" in md
     assert "no attack other than the one-run audit" in md  # it said "no attack_*.json"
+    # `audit --run-dir` has no mechanism to audit here: it said "released through no
+    # mechanism" (DP-SGD's Gaussian is this run's release), and every refusal listed it as a
+    # command that fits the run (session 57); now both name the membership attack instead
+    capsys.readouterr()
+    assert main(["audit", "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "declares no mechanism to audit" in err and "attack membership --run-dir" in err
+    assert not (run / "audit.json").exists()
+    assert main(["attack", "dynamics", "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "attack membership --run-dir" in err and "audit --run-dir" not in err
     # the report states the audit's own ceiling: the (eps, delta) bound at the audit's level
     # over the fractions it guessed at (what the report once recomputed itself)
     from ldp_audit.attacks.one_run_steinke import steinke_ceiling

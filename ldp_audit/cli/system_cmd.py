@@ -560,9 +560,10 @@ def audit_run_dir(args: argparse.Namespace) -> int:
         opts = dict(t.options)
         runs.append((t, opts.pop("pairs", None), {**own, **opts}))
     if not runs:
-        what = "; ".join(skipped) if skipped else "it released through no mechanism"
+        what = "; ".join(skipped) if skipped else "its system declares no mechanism to audit"
         raise InvalidParameterError(
-            f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
+            f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}."
+            f" The commands that fit this run: {'; '.join(rd.commands())}"
         )
     if own["delta_event"]:
         _delta_event_targets(args, runs)

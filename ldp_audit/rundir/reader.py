@@ -80,8 +80,11 @@ class RunDir:
         """The ``ldp-audit`` commands that fit this run (attacks, audit, report)."""
         sysobj = self.system
         p = str(self.path)
+        from ldp_audit.systems import SystemSpec
+
         out = [f"ldp-audit attack {name} --run-dir {p}" for name in sysobj.attacks]
-        out.append(f"ldp-audit audit --run-dir {p}")
+        if not (isinstance(sysobj, SystemSpec) and sysobj.targets is None):  # opacus: none
+            out.append(f"ldp-audit audit --run-dir {p}")
         out.append(f"ldp-audit report {p}")
         return out
 

@@ -137,8 +137,8 @@ class ClientSettings:
         if not isinstance(key, str) or not key:
             raise InvalidParameterError(f"'ldp-arrays-key' must be a non-empty str, got {key!r}")
         seed = nc.get("agent-seed")
-        if seed is not None:
-            check_int(seed, "node config 'agent-seed'")
+        if seed is not None:  # SeedSequence's: a negative one failed at the first release
+            seed = check_int(seed, "node config 'agent-seed'", minimum=0)
         return cls(
             mechanism=mech,
             budget=budget,

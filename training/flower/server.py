@@ -23,6 +23,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import RunDir, json_number
+from ldp_audit.systems import call_user
 from ldp_audit.training.flower.protocol import (
     RELEASES,
     absolute_folder,
@@ -90,6 +91,7 @@ class FlowerRecorder:
             },
         )
         self.path, self.writer, self.accountant = run.path, run.writer, run.accountant
+        self.check_secret = run.check_secret  # truth's values: typed, one of the candidates
         self.mechanism, self.event, self.truth = mechanism, event_for(mechanism), truth
         self.thetas: list[np.ndarray] = []
         self.rows: dict[str, list[Any]] = {
@@ -128,7 +130,10 @@ class FlowerRecorder:
 
     def accept(self, server_round: int, agent: int, report: np.ndarray, theta_index: int) -> None:
         """Record one accepted report and the charge its client declared."""
-        value = math.nan if self.truth is None else float(self.truth(agent))
+        value = math.nan
+        if self.truth is not None:  # "0.5" or 0.7 (no candidate) were recorded as the truth
+            got = call_user(self.truth, "ldp_server_main's truth", agent)
+            value = self.check_secret(got, f"truth({agent})")
         self.accountant.charge_many([(str(agent), self.event)])
         row = (agent, server_round, len(self.rows["agent"]), theta_index, report, value)
         for col, v in zip(self.rows.values(), row, strict=True):  # the columns, in order
