@@ -100,10 +100,11 @@ class OutputMechanism:
         """The ledger event of an exchange of ``rows`` rows (one object per ``rows``)."""
         from ldp_audit.accountant import SelfComposedEvent
 
+        rows = check_int(rows, "rows", minimum=1)  # 2.5 rows was charged as 2 (int() truncated)
         cache = self.__dict__.setdefault("_exchange_events", {})
         if rows not in cache:
             one = self.event()
-            cache[rows] = SelfComposedEvent(one, int(rows)) if self.private and rows != 1 else one
+            cache[rows] = SelfComposedEvent(one, rows) if self.private and rows != 1 else one
         return cache[rows]
 
     def clip(self, x: np.ndarray) -> np.ndarray:
