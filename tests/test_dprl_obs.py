@@ -79,6 +79,9 @@ def test_bad_parameters_named() -> None:
         ObservationNoiseMechanism(noise_multiplier=-0.1)
     with pytest.raises(InvalidParameterError, match="noise_multiplier"):
         ObservationNoiseMechanism(noise_multiplier=float("nan"))
+    for iqr in ("abcd", ("a", 1, 1, 1), (None,) * 4):  # "abcd" was a raw ValueError
+        with pytest.raises(InvalidParameterError, match="iqr must be finite positive numbers"):
+            ObservationNoiseMechanism(noise_multiplier=1.0, iqr=iqr)
     with pytest.raises(InvalidParameterError, match="state_box must contain the declared IQRs"):
         ObservationNoiseMechanism(noise_multiplier=1.0, box=((-1, 1), (-1, 1), (0, 0.01), (-1, 1)))
 

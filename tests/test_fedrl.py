@@ -58,6 +58,14 @@ def test_clipped_output_mechanism_epsilon_and_event():
     assert m.epsilon == pytest.approx(analytic_gaussian_epsilon(1.0, 16.0, 1e-5))
     assert m.event() == GaussianEvent(1.0 / 16.0)
     assert m.exchange_event(5) == SelfComposedEvent(GaussianEvent(1.0 / 16.0), 5)
+    assert m.exchange_event(np.int64(3)) == SelfComposedEvent(GaussianEvent(1.0 / 16.0), 3)
+    for rows in (2.5, 1.0, True, "3", 0):  # 2.5 rows was charged as 2 (truncated), not refused
+        with pytest.raises(InvalidParameterError, match="rows"):
+            m.exchange_event(rows)
+    assert m.epsilon_at(0.0) == math.inf and m.epsilon_at(np.float64(1e-5)) == m.epsilon
+    for delta in ("0.1", True, -1.0, 1.0, float("nan")):  # "0.1" was read as 0.1
+        with pytest.raises(InvalidParameterError, match="delta"):
+            m.epsilon_at(delta)
     x = np.full((3, 16), 100.0)
     y = m.privatize(x, np.random.default_rng(0))
     assert y.shape == (3, 16) and abs(y.mean() - 2.0) < 1.0  # clipped to B = 2 before noise

@@ -142,7 +142,10 @@ class ObservationNoiseMechanism:
     def __post_init__(self) -> None:
         sigma = check_real_in(self.noise_multiplier, "noise_multiplier", lo=0.0, lo_open=False)
         object.__setattr__(self, "noise_multiplier", sigma)
-        iqr = np.asarray(self.iqr, dtype=np.float64)
+        try:
+            iqr = np.asarray(self.iqr, dtype=np.float64)
+        except (TypeError, ValueError):  # was a raw ValueError ("could not convert string")
+            iqr = np.empty(0)
         if iqr.ndim != 1 or iqr.size == 0 or not (np.isfinite(iqr).all() and (iqr > 0).all()):
             raise InvalidParameterError(f"iqr must be finite positive numbers, got {self.iqr!r}")
         check_real_in(self.target_delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)

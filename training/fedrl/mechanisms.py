@@ -70,11 +70,12 @@ class OutputMechanism:
 
     def epsilon_at(self, delta: float) -> float:
         """Per-row epsilon at another delta (``inf`` at delta = 0 or when not private)."""
-        if not self.private or float(delta) == 0.0:
+        delta = check_real_in(delta, "delta", lo=0, lo_open=False, hi=1, hi_open=True)  # '0.1' too
+        if not self.private or delta == 0.0:
             return math.inf
         from ldp_audit.mechanisms import analytic_gaussian_epsilon
 
-        return analytic_gaussian_epsilon(self.sigma, self.sensitivity, float(delta))
+        return analytic_gaussian_epsilon(self.sigma, self.sensitivity, delta)
 
     def why_infinite(self) -> str | None:
         """Why there is no finite epsilon, in words (None when there is one)."""
@@ -100,10 +101,11 @@ class OutputMechanism:
         """The ledger event of an exchange of ``rows`` rows (one object per ``rows``)."""
         from ldp_audit.accountant import SelfComposedEvent
 
+        rows = check_int(rows, "rows", minimum=1)  # 2.5 rows was charged as 2 (int() truncated)
         cache = self.__dict__.setdefault("_exchange_events", {})
         if rows not in cache:
             one = self.event()
-            cache[rows] = SelfComposedEvent(one, int(rows)) if self.private and rows != 1 else one
+            cache[rows] = SelfComposedEvent(one, rows) if self.private and rows != 1 else one
         return cache[rows]
 
     def clip(self, x: np.ndarray) -> np.ndarray:
