@@ -54,8 +54,9 @@ lint: $(STAMP)
 # test_audit (101 tests, -n 2, alternating, load average 9-12 from other work, session 57):
 # 546 s / 367 s wall, 152 / 138 user CPU-s with the default threads; 315 s / 317 s, 117 / 132
 # with one. With the three changes (and the Flower runs started first, Ray's files last), a fresh
-# clone's `make test`, quiet machine, 2026-12-07 22:01 UTC: 4,060 tests in 499 s of pytest, 595 s
-# wall with the venv build (the same machine that morning, before: 567.7 s in the warm checkout).
+# clone's `make test`, quiet machine, 2026-12-07 22:01 and 22:34 UTC: 4,060 / 4,062 tests in 499 s /
+# 514 s of pytest, 595 s / 616 s wall with the venv build (the same machine that morning, before:
+# 567.7 s of pytest in the warm checkout; stop 56's fresh clones 584-644 s, 706-773 s wall).
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh
