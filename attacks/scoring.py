@@ -140,41 +140,17 @@ def epsilon_from_accuracy(accuracy: float, k: int, delta: float = 0.0) -> float:
     return math.log((k - 1) * (acc - d) / (1.0 - acc))
 
 
-def _shares_ceiling(epsilon: float, shares: tuple[float, ...]) -> float:
+def _shares_ceiling(epsilon: float, delta: float, shares: tuple[float, ...]) -> float:
     """Largest expected accuracy any attacker reaches on agents whose secrets are the
     candidates in ``shares`` (fractions of the agents; a remainder is never guessed right),
-    each agent's release ``epsilon``-LDP: the largest over s of (the s largest shares' sum)
-    e^eps / (e^eps + s - 1) (randomized response over the s commonest secrets, the optimum of
-    the linear program over guess rules; checked with scipy's linprog to 3e-16 on 400 random
-    shares, session 57). Equal shares of 1/k: :func:`accuracy_ceiling`; at epsilon 0 the largest
-    share (always guessing the commonest secret)."""
-    top = sorted(shares, reverse=True)
-    if math.isinf(epsilon):
-        return min(1.0, sum(top))
-    return max(sum(top[:s]) / (1.0 + (s - 1) * math.exp(-epsilon)) for s in range(1, len(top) + 1))
-
-
-def _shares_epsilon(accuracy: float, shares: tuple[float, ...]) -> float:
-    """The smallest epsilon whose :func:`_shares_ceiling` reaches ``accuracy`` (0 at or below
-    the largest share, inf above every sum of shares)."""
-    top = sorted(shares, reverse=True)
-    if top[0] >= accuracy:  # always guessing the commonest secret
-        return 0.0
-    best = math.inf
-    for s in range(2, len(top) + 1):  # total e^e / (e^e + s - 1) >= acc: e^e >= acc (s-1) / ...
-        total = sum(top[:s])
-        if total > accuracy:
-            best = min(best, max(0.0, math.log(accuracy * (s - 1) / (total - accuracy))))
-    return best
-
-
-def _shares_ceiling_lp(epsilon: float, delta: float, shares: tuple[float, ...]) -> float:
-    """:func:`_shares_ceiling` for an (epsilon, delta) release: the largest sum over secrets i
-    of ``shares[i] P[i, i]`` over every k x k guess channel ``P`` (rows sum to 1) that is
+    each agent's release (epsilon, delta)-LDP: the largest sum over secrets i of
+    ``shares[i] P[i, i]`` over every k x k guess channel ``P`` (rows sum to 1) that is
     (epsilon, delta)-DP, ``P[i, j] <= e^eps P[i', j] + delta`` (any mechanism followed by any
     guess rule is such a channel, and every such channel is a mechanism), solved by
     ``scipy.optimize.linprog``. At equal shares it is :func:`accuracy_ceiling`'s
-    ``(e^eps + (k - 1) delta) / (e^eps + k - 1)``."""
+    ``(e^eps + (k - 1) delta) / (e^eps + k - 1)``; at delta 0 the largest over s of the s
+    commonest shares' sum times e^eps / (e^eps + s - 1) (randomized response over them), at
+    epsilon 0 the commonest share (always guessing it)."""
     from scipy.optimize import linprog
 
     k = len(shares)
@@ -196,20 +172,20 @@ def _shares_ceiling_lp(epsilon: float, delta: float, shares: tuple[float, ...]) 
     return min(1.0, float(-res.fun)) if res.success else min(1.0, sum(shares))
 
 
-def _shares_epsilon_lp(accuracy: float, delta: float, shares: tuple[float, ...]) -> float:
-    """The smallest epsilon whose :func:`_shares_ceiling_lp` reaches ``accuracy``, by bisection
+def _shares_epsilon(accuracy: float, delta: float, shares: tuple[float, ...]) -> float:
+    """The smallest epsilon whose :func:`_shares_ceiling` reaches ``accuracy``, by bisection
     (the ceiling grows with epsilon): 0 where the epsilon-0 ceiling already does, inf where no
     epsilon does, else within 1e-6."""
-    if _shares_ceiling_lp(0.0, delta, shares) >= accuracy:
+    if _shares_ceiling(0.0, delta, shares) >= accuracy:
         return 0.0
     if min(1.0, sum(shares)) < accuracy:
         return math.inf
     lo, hi = 0.0, 1.0
-    while _shares_ceiling_lp(hi, delta, shares) < accuracy and hi < 700.0:
+    while _shares_ceiling(hi, delta, shares) < accuracy and hi < 700.0:
         lo, hi = hi, 2.0 * hi
     while hi - lo > 1e-6:
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _shares_ceiling_lp(mid, delta, shares) < accuracy else (lo, mid)
+        lo, hi = (mid, hi) if _shares_ceiling(mid, delta, shares) < accuracy else (lo, mid)
     return hi
 
 
@@ -343,12 +319,8 @@ class AttackResult:
         if shares is not None:
             chance = max(chance, *shares)
             composed = composed_epsilon(epsilon, reports_per_agent)
-            if d > 0:  # no closed form: the linear program over guess rules itself
-                ceiling = max(ceiling, _shares_ceiling_lp(composed, d, tuple(shares)))
-                eps_lb = min(eps_lb, _shares_epsilon_lp(ci[0], d, tuple(shares)))
-            else:
-                ceiling = max(ceiling, _shares_ceiling(composed, tuple(shares)))
-                eps_lb = min(eps_lb, _shares_epsilon(ci[0], tuple(shares)))
+            ceiling = max(ceiling, _shares_ceiling(composed, d, tuple(shares)))
+            eps_lb = min(eps_lb, _shares_epsilon(ci[0], d, tuple(shares)))
         return cls(
             attack=attack,
             mechanism=mechanism,

@@ -208,9 +208,10 @@ def test_the_ceiling_at_unequal_shares_is_the_guess_rule_optimum() -> None:
 
 
 def test_unequal_shares_with_delta_solve_the_guess_channel_program():
-    """With unequal shares and delta > 0 the ceiling is the linear program over (eps, delta)-DP
-    guess channels: it is the closed forms where they hold (equal shares: the delta-aware
-    ceiling; delta 0: the shares' formula, to 1e-9), and the implied epsilon inverts it."""
+    """The shares' ceiling is the linear program over (eps, delta)-DP guess channels: it is the
+    closed forms where they hold (equal shares: the delta-aware ceiling; delta 0: the largest
+    over s of the s commonest shares' sum times e^eps / (e^eps + s - 1), to 1e-9), it grows
+    with delta, and the implied epsilon inverts it."""
     import math
 
     import numpy as np
@@ -221,16 +222,16 @@ def test_unequal_shares_with_delta_solve_the_guess_channel_program():
     for _ in range(5):
         k = int(rng.integers(2, 6))
         eps, d = float(rng.uniform(0, 4)), float(rng.uniform(0, 0.3))
-        assert S._shares_ceiling_lp(eps, d, (1 / k,) * k) == pytest.approx(
+        assert S._shares_ceiling(eps, d, (1 / k,) * k) == pytest.approx(
             S.accuracy_ceiling(eps, k, 1, d), abs=1e-9
         )
         shares = tuple(rng.dirichlet(np.ones(k)))
-        assert S._shares_ceiling_lp(eps, 0.0, shares) == pytest.approx(
-            S._shares_ceiling(eps, shares), abs=1e-9
-        )
-        ceiling = S._shares_ceiling_lp(eps, d, shares)
-        assert ceiling >= S._shares_ceiling(eps, shares) - 1e-12  # delta only adds
-        e = S._shares_epsilon_lp(ceiling, d, shares)
+        top = sorted(shares, reverse=True)
+        pure = max(sum(top[:s]) / (1 + (s - 1) * math.exp(-eps)) for s in range(1, k + 1))
+        assert S._shares_ceiling(eps, 0.0, shares) == pytest.approx(pure, abs=1e-9)
+        ceiling = S._shares_ceiling(eps, d, shares)
+        assert ceiling >= pure - 1e-12  # delta only adds
+        e = S._shares_epsilon(ceiling, d, shares)
         assert e <= eps + 1e-5 and (e == 0 or math.isclose(e, eps, abs_tol=1e-4))
     r = S.AttackResult.from_guesses(
         attack="dynamics", mechanism={"name": "gaussian"}, epsilon=0.1, k=3, n=200,
