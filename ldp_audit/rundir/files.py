@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import io
 import json
 import math
@@ -316,6 +317,16 @@ def manifest_bytes(man: Mapping[str, Any]) -> bytes:
     """What a manifest's MAC covers: every key but ``"mac"``, canonical JSON."""
     body = {k: v for k, v in man.items() if k != "mac"}
     return b"ldp-audit manifest v1|" + canonical_json(body).encode()
+
+
+def manifest_mac_ok(man: Mapping[str, Any], key: Any) -> bool:
+    """Whether ``man`` carries ``key``'s MAC over :func:`manifest_bytes` (its key id and HMAC)."""
+    mac = man.get("mac")
+    return (
+        isinstance(mac, dict)
+        and mac.get("key_id") == key.id
+        and hmac.compare_digest(key.mac(manifest_bytes(man)).hex(), str(mac.get("hmac", "")))
+    )
 
 
 def existing_run_dir(path: Any) -> Path:

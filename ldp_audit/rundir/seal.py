@@ -44,6 +44,7 @@ from ldp_audit.rundir.files import (
     checked_sha256,
     locked_folder,
     manifest_bytes,
+    manifest_mac_ok,
     pin_checked,
     read_checked,
     sha256_file,
@@ -148,10 +149,7 @@ def _run_key(run: Path) -> Any:
     with contextlib.suppress(OSError, ValueError, RecursionError, RunDirectoryError):
         check_regular_file(run / "manifest.json", "manifest.json")
         man = json.loads((run / "manifest.json").read_bytes())
-        mac = man.get("mac") if isinstance(man, dict) else None
-        if isinstance(mac, dict) and mac.get("key_id") == key.id:
-            want = key.mac(manifest_bytes(man)).hex()
-            return key if hmac.compare_digest(want, str(mac.get("hmac", ""))) else None
+        return key if isinstance(man, dict) and manifest_mac_ok(man, key) else None
     return None
 
 

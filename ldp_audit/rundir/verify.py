@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import hmac
 import json
 import os
 from pathlib import Path
@@ -23,7 +22,7 @@ from ldp_audit.rundir.files import (
     check_hex64,
     checked_sha256,
     existing_run_dir,
-    manifest_bytes,
+    manifest_mac_ok,
     pin_checked,
     read_manifest,
     sha256_file,
@@ -229,8 +228,7 @@ def verify_run(
         elif key.id != mac.get("key_id"):
             problems.append(other_key(str(p / "manifest.json"), mac.get("key_id"), key))
         else:
-            want = key.mac(manifest_bytes(man)).hex()
-            if not hmac.compare_digest(want, str(mac.get("hmac", ""))):
+            if not manifest_mac_ok(man, key):
                 problems.append(
                     f"{p / 'manifest.json'} does not carry the MAC of key id {key.id}: it was "
                     f"edited after the run wrote it"
