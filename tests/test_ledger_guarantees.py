@@ -277,3 +277,45 @@ def test_a_ledger_rolled_back_or_replaced_under_a_live_writer_is_refused(tmp_pat
     with pytest.raises(LF.LedgerIntegrityError, match="replaced by another file while open"):
         acc.charge("b", LaplaceEvent(0.5))
     assert len(Ledger(str(p), readonly=True)) == 1  # nothing charged anywhere
+
+
+class _SignalAfter:
+    """The store's connection, with a signal's ``KeyboardInterrupt`` raised once at ``sql``:
+    after it ran (``after=True``) or before it."""
+
+    def __init__(self, conn, sql: str, *, after: bool) -> None:
+        self._conn, self._sql, self._after, self.fired = conn, sql, after, False
+
+    def execute(self, sql, *args):
+        fire = sql == self._sql and not self.fired
+        if fire and not self._after:
+            self.fired = True
+            raise KeyboardInterrupt
+        out = self._conn.execute(sql, *args)
+        if fire:
+            self.fired = True
+            raise KeyboardInterrupt
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+@pytest.mark.parametrize("sql, after", [("BEGIN IMMEDIATE", True), ("COMMIT", False)])
+def test_a_signal_between_begin_and_commit_leaves_no_transaction_open(tmp_path, sql, after):
+    """CI, stop 57: SIGINT's KeyboardInterrupt came between a charge's BEGIN and the ``try``
+    that ends it, and the run's close failed: "cannot start a transaction within a transaction".
+    The interrupted charge is not committed and the next read and charge work."""
+    with Accountant(tmp_path / "l.sqlite", budget=5.0) as acc:
+        acc.charge("a", PureDpEvent(1.0))
+        store = acc.ledger.store
+        proxy = _SignalAfter(store._conn, sql, after=after)
+        store._conn = proxy
+        with pytest.raises(KeyboardInterrupt):
+            acc.charge("a", PureDpEvent(2.0))
+        assert proxy.fired and store._conn.in_transaction  # the state the signal left
+        assert acc.spent("a") == 1.0  # read: the interrupted charge was rolled back, not seen
+        acc.charge("a", PureDpEvent(0.5))
+        assert not store._conn.in_transaction
+    with Accountant(tmp_path / "l.sqlite") as acc:
+        assert acc.spent("a") == 1.5

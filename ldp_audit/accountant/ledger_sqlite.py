@@ -501,7 +501,7 @@ class SqliteStore(RowStore):
                 yield self._conn
                 return
             try:
-                self._conn.execute("BEGIN")
+                self._begin("BEGIN")
                 yield self._conn
             except BaseException as exc:
                 self._rollback(exc, "read")
@@ -521,7 +521,7 @@ class SqliteStore(RowStore):
         """
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._begin("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:  # busy: "cannot take the write lock, the ledger is busy"
                 raise self.wrap(exc, "take the write lock") from exc
             if self._opened is not None and _file_id(self._opened[0]) != self._opened[1]:
@@ -534,13 +534,24 @@ class SqliteStore(RowStore):
             try:
                 yield self._conn
             except BaseException as exc:
-                self._in_tx = False
                 self._rollback(exc, "write")
-            self._in_tx = False
+            finally:  # also when a signal's exception comes after the body (see _begin)
+                self._in_tx = False
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback(exc, "commit")
+
+    def _begin(self, sql: str) -> None:
+        """``sql`` (a BEGIN) after rolling back a transaction left open outside every
+        :meth:`read` / :meth:`write`: a signal's ``KeyboardInterrupt`` raised between a BEGIN
+        and the ``try`` that ends it, or between the body and the COMMIT (CI, stop 57: the
+        interrupted run's close then failed with "cannot start a transaction within a
+        transaction"). Nothing in it was committed, so no charge was durable and nothing was
+        released for it."""
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+        self._conn.execute(sql)
 
     def _rollback(self, exc: BaseException, what: str) -> NoReturn:
         """Roll back after ``exc`` and raise it (an SQLite error as the ``LedgerError`` it
