@@ -254,29 +254,34 @@ def option_words(text: str, options: Mapping[str, str]) -> str:
     """A config's message as the command line says it: each field of ``options`` (name ->
     option) that it names as a parameter becomes its option (``state_low/state_high must be``
     -> ``--state-low/--state-high must be``, ``actor_lr=1`` -> ``--actor-lr=1``): a name with
-    an underscore, or one followed by ``must``, ``=`` or ``/``; never inside a word, a path or
-    quotes."""
+    an underscore, or one followed by ``must``, ``=`` or ``/``, or one opening the message
+    with a colon (``cache: 'f' is not a directory``); never inside a word, a path or quotes."""
     if not options:
         return text
     alt = "|".join(map(re.escape, sorted(options, key=len, reverse=True)))
 
     def sub(m: re.Match) -> str:  # a/b: both names or neither
-        named = "_" in m[0] or "/" in m[0] or re.match(r"\s+must\b|=", text[m.end() :])
+        rest = text[m.end() :]
+        named = "_" in m[0] or "/" in m[0] or re.match(r"\s+must\b|=", rest)
+        named = named or (m.start() == 0 and rest.startswith(":"))
         return "/".join(options[n] for n in m[0].split("/")) if named else m[0]
 
     return re.sub(rf"(?<![\w./'\"-])(?:{alt})(?:/(?:{alt}))*(?![\w./'\"-])", sub, text)
 
 
 @contextlib.contextmanager
-def options_named(cls: type) -> Iterator[None]:
+def options_named(cls: type | None, also: Iterable[str] = ()) -> Iterator[None]:
     """Inside, a :class:`~ldp_audit.errors.LdpAuditError` (a config's check, a run's
-    refusal) names the config ``cls``'s fields by their options (:func:`option_words`): the
-    command line's words for an error the library words in its arguments' names."""
+    refusal) names the config ``cls``'s fields, and the arguments ``also`` (a command's options
+    that are no field, ``cache``), by their options (:func:`option_words`): the command line's
+    words for an error the library words in its arguments' names."""
     try:
         yield
     except LdpAuditError as exc:
         fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) else ()
-        exc.args = (option_words(str(exc), {f.name: _field_option(f) for f in fields}),)
+        options = {name: option_name(name) for name in also}
+        options |= {f.name: _field_option(f) for f in fields}
+        exc.args = (option_words(str(exc), options),)
         raise
 
 

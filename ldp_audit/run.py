@@ -261,6 +261,10 @@ class Run:
                 "charged"
             )
         score = check_real(score, "score")  # before the charge: typed, never coerced
+        if math.isinf(score):  # NaN is "not given"; no episode returns infinity
+            raise InvalidParameterError(
+                f"score must be finite (or NaN: not given), got {score!r}; nothing was charged"
+            )
         secret = None if secret is None else self.check_secret(secret)
         rel = release(
             x,

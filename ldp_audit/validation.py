@@ -28,15 +28,22 @@ from ldp_audit.parse import INT_MAX, check_normal
 def check_real(value: Any, name: str) -> float:
     """Return ``value`` as a float if it is a real number (type-checked, not coerced).
 
-    ``numbers.Real`` instances (Python and NumPy ints and floats) and 0-d real NumPy arrays are
-    accepted; ``bool`` (``True`` is not an epsilon), ``str`` (``'1'`` is not a number) and
-    everything else are refused with an error naming the parameter and the value. NaN and inf
-    pass through: the range checks of the callers decide about them.
+    ``numbers.Real`` instances (Python and NumPy ints and floats), 0-d real NumPy arrays and
+    0-d real torch tensors (a loss or a return as a training loop holds it; one that requires
+    grad is read detached) are accepted; ``bool`` (``True`` is not an epsilon; a bool array or
+    tensor neither), ``str`` (``'1'`` is not a number), complex values, tensors of more than
+    one dimension and everything else are refused with an error naming the parameter and the
+    value. NaN and inf pass through: the range checks of the callers decide about them.
 
     Raises:
         InvalidParameterError: ``value`` is not a real number.
     """
     v = value
+    if hasattr(v, "detach") and getattr(v, "ndim", None) == 0:  # a 0-d torch tensor
+        try:
+            v = v.detach().item()  # a Python bool, int, float or complex: checked below
+        except (RuntimeError, TypeError, ValueError):  # a meta tensor has no value
+            v = None
     if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf":
         v = v[()]
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):

@@ -326,12 +326,13 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         (["train", "frd", "--gravities", "9.8,9.8"], ("gravities",)),
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--pairs", ""], ("--pairs",)),
         (["reproduce", "fedrl", "--backend", "ray", "--address", "x"], ("address", "'x'")),
-        (["reproduce", "dprl", "--cache", "/dev/null"], ("cache", "/dev/null")),
-        # session 57: a cache under a file or that cannot be written failed the first task
-        # (exit 3, a TaskError's traceback) after --out was made
-        (["reproduce", "dprl", "--cache", "/dev/null/c", "--out", "o"], ("cache", "/dev/null")),
-        (["reproduce", "dprl", "--cache", "/proc/self", "--out", "o"], ("cache", "/proc/self")),
-        (["reproduce", "dprl", "--cache", "/proc/self/c", "--out", "o"], ("cache", "/proc/self")),
+        (["reproduce", "dprl", "--cache", "/dev/null"], ("--cache must be a folder", "/dev/null")),
+        # session 58: these named "cache", the Python argument. session 57: a cache under a
+        # file or that cannot be written failed the first task (exit 3, a TaskError's
+        # traceback) after --out was made
+        (["reproduce", "dprl", "--cache", "/dev/null/c", "--out", "o"], ("--cache", "/dev/null")),
+        (["reproduce", "dprl", "--cache", "/proc/self", "--out", "o"], ("--cache", "/proc/self")),
+        (["reproduce", "dprl", "--cache", "/proc/self/c", "--out", "o"], ("--cache", "/proc/self")),
     ],
     ids=lambda x: " ".join(x)[:70] if isinstance(x, list) else None,
 )  # fmt: skip

@@ -55,4 +55,8 @@ def test_committed_demo_attack_is_what_todays_scorer_makes_of_its_counts() -> No
         )  # fmt: skip
         assert (r["accuracy"], r["ci_low"], r["ci_high"]) == (now.accuracy, *now.accuracy_ci)
         assert r["implied_epsilon_lower_bound"] == d["epsilon_lower_bound"]
+        # every field today's scorer writes (session 58: the committed details lacked the
+        # "delta" the scorer had added; re-rendering report.json cannot see a missing field)
+        fields = {k for k, v in now.to_dict().items() if isinstance(v, (str, int, float))}
+        assert fields <= set(d), f"rebuild reports/demo: {sorted(fields - set(d))} missing"
         assert (d["epsilon_lower_bound"], d["ceiling"]) == (now.epsilon_lower_bound, now.ceiling)

@@ -510,6 +510,9 @@ def test_option_words_names_the_fields_a_message_names_as_parameters() -> None:
         "too large (actor_lr=1e+30, seed=3)": "too large (--lr-a=1e+30, --seed=3)",
         "the seed of /r/state_low/x, 'actor_lr', state_low.json": "the seed of /r/state_low/x, "
         "'actor_lr', state_low.json",
+        # session 58: a path check's "NAME: ..." at the start (a colon elsewhere is prose)
+        "seed: 'f' is not a directory": "--seed: 'f' is not a directory",
+        "bad seed: 3": "bad seed: 3",
     }
     for text, words in said.items():
         assert option_words(text, opts) == words
@@ -524,6 +527,10 @@ def test_options_named_rewrites_errors_inside_only() -> None:
     with pytest.raises(InvalidParameterError, match=r"^--threshold must be <= --episode-steps"):
         with options_named(FrdConfig):
             FrdConfig(threshold=600)
+    # a command's options that are no config field (reproduce dprl --cache), named too
+    with pytest.raises(InvalidParameterError, match=r"^--cache must be a folder; --threshold"):
+        with options_named(FrdConfig, ("cache",)):
+            raise InvalidParameterError("cache must be a folder; threshold must be")
 
 
 @pytest.mark.parametrize(

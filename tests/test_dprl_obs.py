@@ -79,6 +79,12 @@ def test_bad_parameters_named() -> None:
         ObservationNoiseMechanism(noise_multiplier=-0.1)
     with pytest.raises(InvalidParameterError, match="noise_multiplier"):
         ObservationNoiseMechanism(noise_multiplier=float("nan"))
+    # session 58: 1e308 was taken (outputs ~1e307, float32 networks inf); the trainer's bound
+    with pytest.raises(InvalidParameterError, match=r"noise_multiplier must be .*<= 1e\+06"):
+        ObservationNoiseMechanism(noise_multiplier=1e308)
+    with pytest.raises(InvalidParameterError, match="noise_multiplier x iqr = .* too large"):
+        ObservationNoiseMechanism(noise_multiplier=1.0, iqr=(1e307, 1.0, 1.0, 1.0))
+    ObservationNoiseMechanism(noise_multiplier=1e6)  # the bound itself is taken
     for iqr in ("abcd", ("a", 1, 1, 1), (None,) * 4):  # "abcd" was a raw ValueError
         with pytest.raises(InvalidParameterError, match="iqr must be finite positive numbers"):
             ObservationNoiseMechanism(noise_multiplier=1.0, iqr=iqr)

@@ -363,10 +363,15 @@ def test_a_value_json_cannot_hold_is_named_by_its_key(tmp_path) -> None:
 
 class _GradTensor:
     """What numpy sees of a torch tensor that requires grad (torch not imported: 3 s here):
-    ``__array__`` raises torch's RuntimeError, ``detach().cpu().numpy()`` gives the values."""
+    ``__array__`` raises torch's RuntimeError, ``detach().cpu().numpy()`` gives the values,
+    ``item()`` a 0-d one's Python number."""
 
-    def __init__(self, a) -> None:
-        self.a = np.asarray(a, dtype=np.float32)
+    def __init__(self, a, dtype=np.float32) -> None:
+        self.a = np.asarray(a, dtype=dtype)
+        self.ndim = self.a.ndim
+
+    def item(self):
+        return self.a.item()
 
     def __array__(self, dtype=None, copy=None):
         raise RuntimeError("Can't call numpy() on Tensor that requires grad.")
@@ -403,6 +408,31 @@ def test_a_release_refuses_what_numpy_would_coerce_before_any_charge(tmp_path) -
     path = run.close()
     assert verify_run(path).ok
     assert np.load(path / "transcript.npz")["thetas"].tolist() == [[0.0, 0.0, 0.0]]
+
+
+def test_a_release_takes_the_scalar_score_a_loop_holds(tmp_path) -> None:
+    """Session 58: ``run.release(score=<0-d torch tensor>)`` (a return summed in torch, a loss)
+    was refused, "score must be a real number, got tensor(1.5)". A 0-d real tensor (one that
+    requires grad too), a 0-d array and a NumPy scalar are numbers; a bool, a string, a vector
+    and an infinite score (NaN is "not given") are refused before the charge."""
+    run = open_run(tmp_path / "r", system="s", mechanism=Laplace(epsilon=1.0, clip=1.0))
+    good = [_GradTensor(1.5), _GradTensor(-2, dtype=np.int64), np.array(0.5), np.float32(0.25)]
+    for agent, score in enumerate(good):
+        run.release(np.ones(3), agent=agent, theta=np.zeros(3), score=score)
+    bad = [
+        (_GradTensor(True, dtype=bool), "score must be a real number, got"),
+        ("1.5", "score must be a real number, got '1.5'"),
+        (_GradTensor([1.5]), "score must be a real number, got"),
+        (np.float64(np.inf), r"score must be finite \(or NaN: not given\), got inf"),
+        (-np.inf, r"score must be finite \(or NaN: not given\), got -inf"),
+    ]
+    for score, match in bad:
+        with pytest.raises(InvalidParameterError, match=match):
+            run.release(np.ones(3), agent=9, theta=np.zeros(3), score=score)
+    with Ledger(tmp_path / "r" / "ledger.sqlite", readonly=True) as led:
+        assert len(led) == len(good)  # nothing refused was charged
+    path = run.close()
+    assert np.load(path / "transcript.npz")["score"].tolist() == [1.5, -2.0, 0.5, 0.25]
 
 
 def test_an_own_loop_budget_is_spent_as_its_mechanism_composes(tmp_path) -> None:

@@ -162,6 +162,9 @@ def test_int_bounds_in_metadata_are_post_init_s(f):
         ("distil_lr", (1e-300,), (0.0,)),
         ("ldp_cell_share", (1e-9, 1 - 1e-9), (0.0, 1.0)),
         ("threshold", (0.0, 500.0), (-1e-9,)),
+        # session 58: np.float64(1e308) was taken (-1e40 diverged after one episode, after the
+        # run had started, the refusal blaming the learning rates)
+        ("fail_reward", (-1e6, 0.0, 1e6), (-1e6 - 1, 1e308, -1e308)),
     ],
 )
 def test_real_bounds_in_metadata_are_post_init_s(name, ok, bad):

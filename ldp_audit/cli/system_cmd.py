@@ -240,7 +240,7 @@ def _generic_train(args: argparse.Namespace) -> int:
     s = systems.get(args.system_name)
     c = s.train_command
     kw = given_config(s.config_class, args, getattr(args, "set", None) or ())
-    with options_named(s.config_class):  # its errors name --actor-lr, not actor_lr
+    with options_named(s.config_class, args._forward):  # they name --actor-lr, not actor_lr
         return _train(args, s, c, kw)
 
 
@@ -302,7 +302,7 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         )
     else:
         cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
-        with options_named(cls):  # the options given; the others: its defaults
+        with options_named(cls, args._forward):  # the options given; the others: defaults
             settings = from_args(cls, args)
             if getattr(settings, "threads", None):  # fedrl's torch threads (2**63 - 1: exit 3)
                 check_workers(settings.threads, "--threads")
@@ -312,7 +312,7 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         run = functools.partial(fn, settings, **kw, **where)
     check_not_inside_run(out, "--out")  # before the experiment
     check_report_dir(out, overwrite=args.overwrite)  # a new folder's parent probed
-    named = options_named(cls) if c.config is not None else contextlib.nullcontext()
+    named = options_named(cls if c.config is not None else None, args._forward)
     with _running(args), report_written(Path(out)), named:  # no half report; options named
         doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")

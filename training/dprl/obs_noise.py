@@ -35,6 +35,8 @@ import gymnasium as gym
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms.base import check_no_overflow
+from ldp_audit.training.dprl.config import MAX_SCALE
 from ldp_audit.validation import check_batch, check_real_in, check_rng
 
 __all__ = [
@@ -140,7 +142,10 @@ class ObservationNoiseMechanism:
     name = "observation-noise"
 
     def __post_init__(self) -> None:
-        sigma = check_real_in(self.noise_multiplier, "noise_multiplier", lo=0.0, lo_open=False)
+        # the trainer's bound (its float32 networks stay finite; 1e308 was taken, outputs ~1e307)
+        sigma = check_real_in(
+            self.noise_multiplier, "noise_multiplier", lo=0.0, lo_open=False, hi=MAX_SCALE
+        )
         object.__setattr__(self, "noise_multiplier", sigma)
         try:
             iqr = np.asarray(self.iqr, dtype=np.float64)
@@ -151,6 +156,8 @@ class ObservationNoiseMechanism:
         check_real_in(self.target_delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         object.__setattr__(self, "_iqr", iqr)
         b = check_box(self.box, iqr)
+        top = np.abs(b).max() if b is not None else 0.0  # a raw state is checked finite
+        check_no_overflow(sigma * float(iqr.max()), float(top), "noise_multiplier x iqr")
         object.__setattr__(self, "_box", b)
         if b is not None:
             object.__setattr__(self, "box", tuple((float(lo), float(hi)) for lo, hi in b))

@@ -41,6 +41,9 @@ PAPER_SETTINGS: dict[int, dict[str, Any]] = {
 }  # fmt: skip
 
 _MODES = ("frd", "fedavg")
+#: largest |fail_reward|: the critic's float32 weights stay finite (measured on the tiny
+#: config: -1e30 trained, -1e40 diverged after one episode, refused only after the run started)
+MAX_FAIL_REWARD = 1e6
 #: the upload mechanism's parameters as this config's fields (its refusals, said in them)
 _PROXY_FIELDS = {"epsilon": "ldp_epsilon", "samples": "ldp_samples", "cell_share": "ldp_cell_share"}
 
@@ -181,7 +184,9 @@ class FrdConfig:
     gamma: float = field(default=0.99, metadata=bounds(minimum=0, maximum=1))
     actor_lr: float = field(default=1e-3, metadata=bounds(minimum=0, open_min=True))
     critic_lr: float = field(default=5e-3, metadata=bounds(minimum=0, open_min=True))
-    fail_reward: float = -100.0
+    fail_reward: float = field(
+        default=-100.0, metadata=bounds(minimum=-MAX_FAIL_REWARD, maximum=MAX_FAIL_REWARD)
+    )
     distil_epochs: int = field(default=1, metadata=bounds(minimum=0))
     distil_batch: int = field(default=256, metadata=bounds(minimum=1))
     distil_lr: float = field(default=1e-3, metadata=bounds(minimum=0, open_min=True))
