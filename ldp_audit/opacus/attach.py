@@ -813,9 +813,10 @@ def clip_probe(audit: CanaryAudit) -> dict:
             part = (sq[t] if t >= 0 else sum(sq)) ** 0.5
             for i, (p, d, s) in enumerate(zip(params, dirs, small, strict=True)):
                 r = d * (n / part) if t in (i, -1) else torch.zeros_like(d)
-                scale = (1e-6 * n / small_sq).to(p.dtype).view(-1, *[1] * p.dim())
-                p.grad_sample = torch.cat([(s * scale.to(s.device))[:lead], r])
-                p.summed_grad = None
+                if lead:  # the batch probe: the small rows first
+                    scale = (1e-6 * n / small_sq).to(p.device, p.dtype).view(-1, *[1] * p.dim())
+                    r = torch.cat([s * scale, r])
+                p.grad_sample, p.summed_grad = r, None
             opt.clip_and_accumulate()
             out = sum(float((p.summed_grad.double() ** 2).sum()) for p in params) ** 0.5
             worst = max(worst, (out / clip, t, n, lead + 1))
