@@ -89,9 +89,14 @@ class ScalarMechanism:
         try:
             out = self._fn(arg)
         except Exception as exc:  # noqa: BLE001 - user code
+            # NumPy's legacy seeding (np.random.seed, RandomState(seed), diffprivlib's
+            # random_state=seed) refuses the 63-bit seed: say which seeding fits it
+            hint = (" (the seed is an int in [0, 2^63); a 32-bit seeding API such as "
+                    "np.random.seed or RandomState(seed) takes seeding='random_state' or "
+                    "seed % 2**32)") if self.seeding == "seed" else ""  # fmt: skip
             raise UserCodeError(
                 f"the factory of {self.name} raised {type(exc).__name__} when given a "
-                f"{type(arg).__name__} (seeding={self.seeding!r}): {exc}"
+                f"{type(arg).__name__} (seeding={self.seeding!r}): {exc}{hint}"
             ) from exc
         if not callable(out):
             raise UserCodeError(
@@ -290,7 +295,9 @@ def from_scalar(
             one of them reads as its position (randomised response over labels).
         seeding: ``"none"`` (the library cannot be seeded: results are not reproducible and
             the audit says so), ``"random_state"`` (a ``numpy.random.RandomState``), ``"seed"``
-            (an int), ``"generator"`` (a ``numpy.random.Generator``).
+            (an int in [0, 2^63): NumPy's legacy ``np.random.seed`` / ``RandomState(seed)``
+            take 32 bits, so pass ``seed % 2**32`` there, or use ``"random_state"``),
+            ``"generator"`` (a ``numpy.random.Generator``).
         name: label for reports (default: the function's name).
         vectorized: ``fn`` accepts a 1-D array of values and returns one output per value
             (one call per batch instead of one per value); the array is int64 for a domain of
@@ -371,9 +378,13 @@ def from_scalar(
     )
 
 
+# one value per call: diffprivlib's randomise, pure-ldp's privatise, PyDP's add_noise
+ONE_VALUE_METHODS = ("randomise", "privatise", "randomize", "add_noise")
+
+
 def _one_value_method(obj: Any, verb: str) -> str:
     """ " (pass its randomise method)" for a library object with a one-value method, else ""."""
-    one = [m for m in ("randomise", "privatise", "randomize") if callable(getattr(obj, m, None))]
+    one = [m for m in ONE_VALUE_METHODS if callable(getattr(obj, m, None))]
     return f" ({verb} its {one[0]} method)" if one else ""
 
 

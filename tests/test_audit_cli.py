@@ -282,6 +282,32 @@ def test_a_one_value_function_without_scalar_is_told_the_way_in(tmp_path, monkey
     assert "zero-argument factory" in err and "has no len()" in err and "--scalar" not in err
 
 
+def test_a_compiled_one_value_method_without_scalar_is_told_the_way_in(
+    tmp_path, monkeypatch, capsys
+):
+    """Session 58 probe: PyDP's ``--mechanism mod:lap.add_noise`` (a pybind11 method: no
+    signature to read) without ``--scalar`` was refused with pybind11's five-line list of
+    overloads and no word of ``--scalar``. A builtin with no signature (``max``) stands for it;
+    a factory's multi-line TypeError is one line too."""
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "compiled_cli",
+        """
+        add_noise = max
+
+        def factory():
+            raise TypeError("incompatible arguments:\\n    1. (x: int)\\n    2. (x: float)")
+        """,
+    )
+    assert run_cli(["audit", "--mechanism", "compiled_cli:add_noise", "--samples", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "one value per call: audit it with --scalar --mechanism compiled_cli:add_noise" in err
+    assert run_cli(["audit", "--mechanism", "compiled_cli:factory", "--samples", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "arguments: 1. (x: int) 2. (x: float)" in err and err.count("\n") == 1
+
+
 def test_pairs_factory_error_wrapped(tmp_path, monkeypatch, capsys):
     (tmp_path / "pf_mod_cli.py").write_text("def pairs():\n    raise KeyError('no pairs')\n")
     monkeypatch.chdir(tmp_path)

@@ -128,3 +128,14 @@ def test_cli_delta_event_json(capsys):
     assert code == 0 and out["delta_in_verdict"] is True
     assert 0.0 <= out["delta_lower_bound"] <= 1e-3 and out["delta_violation"] is False
     assert out["resolution_probability"] > 0 and out["max_refutable_epsilon"] > 0
+
+
+def test_a_claimed_delta_is_printed_as_claimed():
+    """Session 58 probe: a claim at delta 0.999999999 printed "claimed epsilon: 1 ((epsilon,
+    delta=1))", its profile point "1: 0" and "claimed 1" (six significant digits): delta = 1,
+    no guarantee at all, is not the claim audited."""
+    g = Gaussian(clip=1.0, noise_multiplier=1.0, delta=1 - 1e-9)
+    r = audit(g, [(np.array([1.0]), np.array([-1.0]))], samples=1_000, rng=0, tradeoff=False)
+    text = r.summary()
+    assert "(epsilon, delta=0.999999999)" in text and "(claimed 0.999999999;" in text
+    assert "0.999999999: 0 (claim" in text and "delta=1)" not in text

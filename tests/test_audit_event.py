@@ -92,6 +92,27 @@ def test_an_event_stated_the_wrong_way_round_says_why_its_bound_is_0():
     assert ok.violation and not any("exactly 0" in w for w in ok.warnings)
 
 
+class LargeDelta(Overspending):
+    """The same k-RR claiming (1, 0.7): no event's bound ln((p1 - 0.7) / p2) exceeds 0 here."""
+
+    delta = 0.7
+
+
+def test_a_zero_bound_at_a_large_claimed_delta_is_not_blamed_on_a_pre_registered_event():
+    """Session 58 probe: a searched audit (no event=) of a delta > 0 claim whose bound is 0
+    while the profile separates the pair warned "the pre-registered event's lower bound is
+    exactly 0 ... not clearly more often under x" (the piecewise mechanism claiming (1, 0.5):
+    13,887 against 6,701 of 18,000). A pre-registered event of such a claim names the delta."""
+    pair = [(np.array([0.0]), np.array([1.0]))]
+    r = audit(LargeDelta(), pair, samples=2_000, rng=0, float_bits=False, tradeoff=False)
+    assert r.epsilon_lower_bound == 0.0 and max(r.profile.epsilon_lower) > 0.5
+    assert not any("pre-registered" in w for w in r.warnings)
+    r = audit(LargeDelta(), samples=2_000, rng=0, event=([0], [1], [0]))
+    (w,) = [w for w in r.warnings if "pre-registered event's lower bound is exactly 0" in w]
+    assert r.witness.k1 > 2 * r.witness.k2 and "by more than the claimed delta 0.7" in w
+    assert "(P[M(x) in S] - delta) / P[M(x2) in S]" in w
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
     [

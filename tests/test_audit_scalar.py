@@ -285,6 +285,46 @@ def test_privatise_clients_and_bare_functions_pointed_at_from_scalar():
         audit(grr_client, one_pair, samples=2_000)
 
 
+class _AddNoiseMechanism:
+    """PyDP's shape (``LaplaceMechanism(epsilon, sensitivity)``): an epsilon and
+    ``add_noise(value)``, no privatize."""
+
+    epsilon = 1.0
+
+    def add_noise(self, value):
+        return value
+
+
+def test_add_noise_mechanisms_pointed_at_from_scalar():
+    # session 58 probe: PyDP 1.1.5's LaplaceMechanism(1.0, 1.0) passed to audit(), --mechanism
+    # or from_scalar got only "must have ... a privatize(x, rng) method, got LaplaceMechanism"
+    # (or "fn must be callable"), the way in that diffprivlib's and pure-ldp's objects get left out
+    one_pair = [(np.array([0.0]), np.array([1.0]))]
+    with pytest.raises(InvalidParameterError, match=r"from_scalar\(obj\.add_noise.*OBJ\.add_noise"):
+        audit(_AddNoiseMechanism(), one_pair, samples=2_000)
+    with pytest.raises(InvalidParameterError, match=r"pass its add_noise method"):
+        from_scalar(_AddNoiseMechanism(), epsilon=1.0, domain=(0.0, 1.0))
+
+
+def test_a_32_bit_seeding_api_given_the_seed_is_told_which_seeding_fits():
+    """Session 58 probe: ``seeding="seed"`` passes an int in [0, 2^63); a factory seeding
+    NumPy's legacy generator with it (``np.random.seed(s)``, ``RandomState(s)``, diffprivlib's
+    ``random_state=s``) stopped with NumPy's "Seed must be between 0 and 2**32 - 1" alone."""
+
+    def factory(seed):
+        rs = np.random.RandomState(seed)
+        return lambda v: v + rs.laplace()
+
+    m = from_scalar(factory, epsilon=1.0, domain=(0.0, 1.0), seeding="seed")
+    with pytest.raises(
+        UserCodeError, match=r"2\*\*32 - 1 \(the seed is an int in \[0, 2\^63\)"
+    ) as e:
+        m.privatize(np.zeros((2, 1)), np.random.default_rng(0))
+    assert "seeding='random_state' or seed % 2**32" in str(e.value)
+    m = from_scalar(lambda s: factory(s % 2**32), epsilon=1.0, domain=(0.0, 1.0), seeding="seed")
+    assert m.privatize(np.zeros((2, 1)), np.random.default_rng(0)).shape == (2, 1)
+
+
 # ---- one vector per call: the frequency-oracle clients of LDP libraries (issue 40) -----------
 # pure-ldp's and multi-freq-ldpy's clients return a bit vector (unary encoding) or a pair
 # (y, seed) (local hashing) per call; from_scalar refused them ("must return a real number").

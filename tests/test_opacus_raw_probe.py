@@ -70,6 +70,35 @@ def test_noise_not_drawn_fresh_from_the_generator_is_flagged(name: str, tmp_path
     assert "not drawn fresh" in msg and f"{c['zero_batch_equal']} of 4258" in msg, msg
 
 
+def test_a_clip_factor_read_from_the_batch_is_flagged(tmp_path: Path) -> None:
+    """Session 58's probe: one clip factor for a whole batch from its mean per-sample norm (a
+    record of norm G among n small ones counts up to n C) read consistent in a
+    ``PrivacyEngine.make_private`` loop whose per-sample norms were near the canaries' (their
+    contribution read C; the first row's factor was seen there by the contribution test only),
+    and the probe's rows, one a batch, were each clipped to C. The probe
+    now also clips a batch of 7 rows of 1e-6 canary norms and one of a canary's (10 C): 10 C
+    and 8 C come out, Opacus's per-sample clipping gives C (deterministic; no training run)."""
+    from ldp_audit.opacus.attach import clip_probe
+    from ldp_audit.opacus.scoring import _clip_test
+    from tests.broken_opacus import FirstRowClipFactor, MeanNormClipFactor
+
+    for cls, want in ((DPOptimizer, 1.0), (FirstRowClipFactor, 10.0), (MeanNormClipFactor, 8.0)):
+        _, opt, loader = make_loop(5, optimizer_class=cls)
+        audit = CanaryAudit(tmp_path / cls.__name__, canaries=20, seed=5, delta=1e-5)
+        audit.attach(opt, data_loader=loader)
+        audit._uninstall()  # as finish() does before the probe
+        c = clip_probe(audit)
+        assert c["ratio"] == pytest.approx(want, rel=1e-4), (cls, c)
+        problems = _clip_test({"clip_check": c}, [f"t{i}" for i in range(6)])["problems"]
+        if cls is DPOptimizer:
+            assert c["batch_rows"] == 1 and not problems, c
+        else:
+            assert (
+                c["batch_rows"] == 8
+                and "after 7 rows of 1e-6 its norm in one batch" in (problems[0])
+            ), problems
+
+
 def test_a_scheduler_made_after_attach_wraps_the_hooked_step(tmp_path: Path) -> None:
     """Session 51's probe: ``LambdaLR`` made after ``attach`` raised torch's ``AttributeError:
     'function' object has no attribute '__func__'`` (the audit's step was a plain function);

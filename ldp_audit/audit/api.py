@@ -272,13 +272,15 @@ def _conclude(
             "MODULE:FUNCTION) with stat(outputs, x, x_prime) -> one score per output row that "
             "computes it"
         )
-    elif top.epsilon_lower_bound == 0.0 and top.witness is not None:
+    elif top.epsilon_lower_bound == 0.0 and o.event is not None and top.witness is not None:
         w = top.witness  # the pre-registered event: its bound is one-sided, x the numerator
+        more = f" by more than the claimed delta {delta!r}" if delta > 0 else ""
+        p1 = "P[M(x) in S] - delta" if delta > 0 else "P[M(x) in S]"
         warn.append(
             f"the pre-registered event's lower bound is exactly 0: S was seen {w.k1} of {w.n1} "
             f"times under x = {list(w.x)} (the numerator) and {w.k2} of {w.n2} under x2 = "
-            f"{list(w.x2)}, not clearly more often under x, so it refutes no claim. The bound is "
-            "on P[M(x) in S] / P[M(x2) in S]: if S is likelier under x2, state it with x and "
+            f"{list(w.x2)}, not clearly more often under x{more}, so it refutes no claim. The "
+            f"bound is on ({p1}) / P[M(x2) in S]: if S is likelier under x2, state it with x and "
             "x2 swapped (or take S's complement) and rerun with a fresh seed (an event chosen "
             "from these counts is no longer pre-registered on them)"
         )

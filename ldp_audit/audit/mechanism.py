@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit._scalar import ONE_VALUE_METHODS
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.stats import check_delta_range, check_nonnegative
 from ldp_audit.validation import check_int
@@ -124,8 +125,8 @@ def check_mechanism(mechanism: Any) -> tuple[float, float]:
     raw = user_attr(mechanism, "epsilon", missing)  # a property that raises: UserCodeError
     if not callable(user_attr(mechanism, "privatize")) or raw is missing:
         hint = ""
-        # one value per call: diffprivlib's randomise, pure-ldp's privatise, a bare function
-        names = () if isinstance(mechanism, type) else ("randomise", "privatise", "randomize")
+        # one value per call: a library object's method (ONE_VALUE_METHODS), a bare function
+        names = () if isinstance(mechanism, type) else ONE_VALUE_METHODS
         one = [m for m in names if callable(user_attr(mechanism, m))]
         if one or (callable(mechanism) and not isinstance(mechanism, type)):
             what, fn, cli = (

@@ -390,7 +390,7 @@ class AuditResult:
 
     def summary(self) -> str:
         """Plain-text verdicts with witnesses and the caveat that a pass proves nothing."""
-        form = f"(epsilon, delta={self.delta:g})" if self.delta > 0 else "pure epsilon"
+        form = f"(epsilon, delta={self.delta:.10g})" if self.delta > 0 else "pure epsilon"
         lines = [
             f"mechanism: {self.mechanism}",
             f"claimed epsilon: {self.claimed_epsilon:.6g} ({form})",
@@ -438,7 +438,7 @@ class AuditResult:
         if self.profile is not None:
             p = self.profile
             pts = ", ".join(
-                f"{d:g}: {lo:.3g}" + (f" (claim {c:.3g})" if math.isfinite(c) else "")
+                f"{d:.10g}: {lo:.3g}" + (f" (claim {c:.3g})" if math.isfinite(c) else "")
                 for d, lo, c in zip(p.delta, p.epsilon_lower, p.epsilon_claimed, strict=True)
             )
             lines.append(
@@ -461,14 +461,14 @@ class AuditResult:
                     f"Gaussian-family bound (ASSUMES the pair's trade-off is G_mu for one "
                     f"unknown mu, as a Gaussian mechanism's; confidence {tc.confidence:.10g}): "
                     f"mu >= {tc.family_mu_lower:.6g}, epsilon >= {tc.family_epsilon_lower:.6g} "
-                    f"at delta {self.delta:g}: {'ABOVE' if above else 'not above'} the claim; "
+                    f"at delta {self.delta:.10g}: {'ABOVE' if above else 'not above'} the claim; "
                     f"delta >= {tc.family_delta_lower:.6g} at epsilon {self.claimed_epsilon:g}"
                 )
         if self.delta_lower_bound is not None:
             state = "ABOVE the claimed delta (refuted)" if self.delta_violation else "not above it"
             lines.append(
                 f"delta lower bound at the claimed epsilon {self.claimed_epsilon:.6g}: "
-                f"{self.delta_lower_bound:.6g} (claimed {self.delta:g}; confidence "
+                f"{self.delta_lower_bound:.6g} (claimed {self.delta:.10g}; confidence "
                 f"{self.delta_confidence:.10g}): {state}"
             )
         if self.resolution_probability is not None and self.max_refutable_epsilon is not None:

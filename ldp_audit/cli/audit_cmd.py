@@ -270,8 +270,9 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
                     "; it takes one value per call: audit it with --scalar --mechanism "
                     f"{spec} --epsilon E --domain LOW:HIGH (the library's own claim and inputs)"
                 )
+            detail = " ".join(str(exc).split())  # one line: pybind11 lists its overloads
             raise UserCodeError(
-                f"--mechanism {spec!r} must be a mechanism object or {kind}: {exc}{way}"
+                f"--mechanism {spec!r} must be a mechanism object or {kind}: {detail}{way}"
             ) from exc
         except LdpAuditError:
             raise  # already names the parameter and the value
@@ -295,13 +296,15 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
 
 
 def _needs_an_argument(fn: Any) -> bool:
-    """Whether ``fn()`` is refused by its signature (a function of one value, not a factory)."""
+    """Whether ``fn()`` is refused by its signature (a function of one value, not a factory).
+    Called once ``fn()`` raised TypeError: a compiled function with no signature to read
+    (PyDP's ``mech.add_noise``, a pybind11 method) raised it for the missing argument."""
     try:
         inspect.signature(fn).bind()
     except TypeError:
         return True
-    except ValueError:  # no signature to read (a builtin): say nothing more
-        return False
+    except ValueError:  # no signature to read: compiled, its own call refused no arguments
+        return True
     return False
 
 

@@ -780,41 +780,53 @@ def read_claim(
 
 
 PROBE = (1, 100, 100_000)  # the whole row's norms in canary norms (clip_probe)
+# (clip_probe) a batch of this many rows of 10^-6 canary norms before one row of a canary's: a
+# clip factor read from a batch statistic (the first row's, the mean or median norm) lets it by
+LEAD_ROWS = 7
 
 
 def clip_probe(audit: CanaryAudit) -> dict:
     """The optimizer's own ``clip_and_accumulate`` (unhooked, after the run) on public
     per-sample gradients of a canary's norm, one at a time: one in each tensor alone, then one
     over every tensor, then one over every tensor at 100 and 100,000 times that norm (a
-    clipping that lets very large norms through as if they were overflow). Per-sample clipping
-    to ``C`` leaves each clipped sum of norm at most ``C``; a tensor or parameter group left
-    out of the clipping (or of its norm) shows as more. Returns the largest ``norm / C``
-    (``tensor``: the row's tensor, -1 for the whole row; ``row_norm``: its norm in units of C)
-    or, where the optimizer raises on a row, ``error``; the parameters' ``grad_sample`` and
-    ``summed_grad`` are restored."""
+    clipping that lets very large norms through as if they were overflow); then (session 58)
+    one over every tensor after ``LEAD_ROWS`` rows of 10^-6 times its norm in one batch (a
+    clip factor read from the batch, not from each row). Per-sample clipping to ``C`` leaves
+    each clipped sum of norm at most ``C`` (the small rows add at most 10^-5 C each); a tensor
+    or parameter group left out of the clipping (or of its norm) shows as more. Returns the
+    largest ``norm / C`` (``tensor``: the row's tensor, -1 for the whole row; ``row_norm``: its
+    norm in units of C; ``batch_rows``: the rows of its batch) or, where the optimizer raises
+    on a row, ``error``; the parameters' ``grad_sample`` and ``summed_grad`` are restored."""
     import torch
 
     opt, params, norm, clip = audit._opt, audit._params, audit._scale, audit._claim["max_grad_norm"]
     g = torch.Generator().manual_seed(audit.canary_seed)
     dirs = [torch.randn((1, *p.shape), generator=g).to(p.device, p.dtype) for p in params]
     sq = [float((d.double() ** 2).sum()) for d in dirs]
+    small = [torch.randn((LEAD_ROWS, *p.shape), generator=g).to(p.device, p.dtype) for p in params]
+    small_sq = sum((s.double() ** 2).flatten(1).sum(1) for s in small) ** 0.5
     saved = [(getattr(p, "grad_sample", None), getattr(p, "summed_grad", None)) for p in params]
-    worst = (0.0, 0, norm)
+    worst = (0.0, 0, norm, 1)
+    rows = [*((t, norm, 0) for t in range(len(params))), *((-1, norm * f, 0) for f in PROBE)]
     try:
-        for t, n in [*((t, norm) for t in range(len(params))), *((-1, norm * f) for f in PROBE)]:
+        for t, n, lead in [*rows, (-1, norm, LEAD_ROWS)]:
             part = (sq[t] if t >= 0 else sum(sq)) ** 0.5
-            for i, (p, d) in enumerate(zip(params, dirs, strict=True)):
+            for i, (p, d, s) in enumerate(zip(params, dirs, small, strict=True)):
                 r = d * (n / part) if t in (i, -1) else torch.zeros_like(d)
+                if lead:  # the batch probe: the small rows first
+                    scale = (1e-6 * n / small_sq).to(p.device, p.dtype).view(-1, *[1] * p.dim())
+                    r = torch.cat([s * scale, r])
                 p.grad_sample, p.summed_grad = r, None
             opt.clip_and_accumulate()
             out = sum(float((p.summed_grad.double() ** 2).sum()) for p in params) ** 0.5
-            worst = max(worst, (out / clip, t, n))
+            worst = max(worst, (out / clip, t, n, lead + 1))
     except Exception as e:  # the optimizer's own code refused the probe: named, not tested
         return {"error": f"{type(e).__name__}: {e}"[:300]}
     finally:
         for p, (gs, sg) in zip(params, saved, strict=True):
             p.grad_sample, p.summed_grad = gs, sg
-    out = {"ratio": worst[0], "tensor": worst[1], "row_norm": worst[2] / clip}
+    out = {"ratio": worst[0], "tensor": worst[1], "row_norm": worst[2] / clip,
+           "batch_rows": worst[3]}  # fmt: skip
     return {**out, **raw_probe(audit, dirs)}
 
 

@@ -197,8 +197,11 @@ def _clip_test(met: dict, names: list[str]) -> dict[str, Any]:
         out["worst"] = "a row over every tensor" if c["tensor"] < 0 else names[c["tensor"]]
         out["ratio"] = c["ratio"]
         if c["ratio"] > 1.0 + CLIP_TOLERANCE:
+            rows = c.get("batch_rows", 1)  # > 1: after small rows in one batch (clip_probe)
+            where = out["worst"] + (f", after {rows - 1} rows of 1e-6 its norm in one batch"
+                                    if rows > 1 else "")  # fmt: skip
             problems.append(f"one per-sample gradient of norm {c['row_norm']:g} C (in "
-                            f"{out['worst']}) was clipped to {c['ratio']:.4g} C")  # fmt: skip
+                            f"{where}) was clipped to {c['ratio']:.4g} C")  # fmt: skip
         if c.get("raw", 0.0) > 50.0:  # attach.raw_probe: < 1e-500 per tensor under the claim
             problems.append(f"a public raw gradient in p.grad of {names[c['raw_tensor']]} moved "
                             f"the release by {c['raw']:.3g} noise stds: add_noise kept part "
