@@ -301,6 +301,26 @@ def test_bad_inputs_refused_before_work(tmp_path):
     assert not (tmp_path / "l").exists() and not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("partition-id", "1"), ("partition-id", True), ("partition-id", 1.0), ("gravity", "9.8"),
+     ("gravity", True), ("agent-seed", "5"), ("agent-seed", True), ("agent-seed", 5.0)],
+)  # fmt: skip
+def test_agent_node_config_types_checked_not_coerced(tmp_path, key, value):
+    """The agent's node config was int()/float()-coerced ('1' was agent 1, True gravity 1.0);
+    now refused naming the key and the value, before any episode or charge."""
+    from types import SimpleNamespace
+
+    nc = {"partition-id": 0, "gravity": 9.8, "agent-seed": 5, "ledger-dir": str(tmp_path / "l")}
+    ctx = SimpleNamespace(node_config={**nc, key: value}, run_config={})
+    with pytest.raises(InvalidParameterError, match=f"node config '{key}'.*got {value!r}"):
+        F._agent_state(ctx)
+    assert F._agent_state(SimpleNamespace(node_config=nc, run_config={}))[:2] == (
+        0,
+        F.AgentSecrets(9.8, 5),
+    )
+
+
 def test_module_cli_usage_errors(tmp_path, capsys):
     assert F.main(["--out", str(tmp_path / "r"), "--epsilon", "-1"]) == 2
     assert "epsilon must be" in capsys.readouterr().err

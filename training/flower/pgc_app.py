@@ -130,10 +130,14 @@ def _agent_state(context: Any) -> tuple[int, AgentSecrets, Path]:
     nc, rc = dict(context.node_config), dict(context.run_config)
     if "partition-id" not in nc:
         raise InvalidParameterError("node config must give 'partition-id' (the agent id)")
-    agent = int(nc["partition-id"])
+    # types checked, not coerced: '1' and True are refused, named with their key
+    agent = check_int(nc["partition-id"], "node config 'partition-id'", minimum=0)
     if "gravity" in nc:  # a node that gives its gravity never reads a file the run config names
         seed = nc.get("agent-seed")
-        sec = AgentSecrets(float(nc["gravity"]), None if seed is None else int(seed))
+        sec = AgentSecrets(
+            check_positive(nc["gravity"], "node config 'gravity'"),
+            None if seed is None else check_int(seed, "node config 'agent-seed'", minimum=0),
+        )
     else:
         # the simulated agents' secrets (run_simulation writes this file for the ClientApps;
         # a real SuperNode gives its own in its node config; the ServerApp never reads it)
@@ -143,7 +147,7 @@ def _agent_state(context: Any) -> tuple[int, AgentSecrets, Path]:
             raise InvalidParameterError(
                 f"agent {agent} has no private gravity (node config 'gravity' or AgentSecrets)"
             )
-        sec = AgentSecrets(float(data[str(agent)]["gravity"]), data[str(agent)].get("seed"))
+        sec = AgentSecrets(data[str(agent)]["gravity"], data[str(agent)].get("seed"))
     ldir = nc.get("ledger-dir", rc.get("ledger-dir") or None)
     if ldir is None:
         raise InvalidParameterError(f"agent {agent} has no ledger dir (node config 'ledger-dir')")
