@@ -67,7 +67,7 @@ from ldp_audit.training.pgc_a3c.model import init_theta
 from ldp_audit.training.pgc_a3c.privacy import privatize_reports
 from ldp_audit.training.pgc_a3c.rollout import episode_gradients
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
-from ldp_audit.validation import check_bool, check_int, check_positive
+from ldp_audit.validation import check_bool, check_int, check_positive, check_real
 
 __all__ = [
     "AgentSecrets",
@@ -278,7 +278,8 @@ def _run_server(grid: Any, context: Any) -> Path:
         if key not in rc:
             raise InvalidParameterError(f"run config must give {key!r}")
     seed, timeout, overwrite = server_settings(rc)
-    want, wait_until = int(rc.get("num-agents", 0)), time.monotonic() + timeout
+    want = check_int(rc.get("num-agents", 0), "run config 'num-agents'", minimum=0)
+    wait_until = time.monotonic() + timeout
     while len(nodes := sorted(grid.get_node_ids())) < want and time.monotonic() < wait_until:
         time.sleep(0.5)  # for the SuperNodes the run config names (num-agents)
     if not nodes:
@@ -337,11 +338,16 @@ def _run_server(grid: Any, context: Any) -> Path:
                     if rep.has_error():
                         raise InvalidParameterError(f"client error: {rep.error.reason}")
                     y = sealed_report(rep.content, "report", "release", declared, eps, d)
-                    res = rep.content["result"]
-                    score, sub = float(res["score"]), int(res["submission"])
+                    if "result" not in rep.content.metric_records:
+                        raise InvalidParameterError("reply has no MetricRecord 'result'")
+                    res = rep.content["result"]  # a client's values: checked, never coerced
+                    score = check_real(res.get("score"), "reply's score")
+                    sub = check_int(res.get("submission"), "reply's submission", minimum=0)
                     if sub != n:
                         raise InvalidParameterError(f"reply for submission {sub}, expected {n}")
-                    agent = int(rep.content["release"]["agent"])
+                    agent = check_int(
+                        rep.content["release"].get("agent"), "reply's agent id", minimum=0
+                    )
                     if agent_of_node.setdefault(node, agent) != agent:
                         raise InvalidParameterError("agent id changed between rounds")
                     if agent in seen:
