@@ -343,11 +343,13 @@ def test_bad_inputs_refused_before_work(tmp_path):
 @pytest.mark.parametrize(
     ("key", "value"),
     [("partition-id", "1"), ("partition-id", True), ("partition-id", 1.0), ("gravity", "9.8"),
-     ("gravity", True), ("agent-seed", "5"), ("agent-seed", True), ("agent-seed", 5.0)],
+     ("gravity", True), ("agent-seed", "5"), ("agent-seed", True), ("agent-seed", 5.0),
+     ("ledger-dir", 5), ("ledger-dir", "")],
 )  # fmt: skip
 def test_agent_node_config_types_checked_not_coerced(tmp_path, key, value):
-    """The agent's node config was int()/float()-coerced ('1' was agent 1, True gravity 1.0);
-    now refused naming the key and the value, before any episode or charge."""
+    """The agent's node config was int()/float()/str()-coerced ('1' was agent 1, True gravity
+    1.0, ledger-dir 5 folder '5'); now refused naming the key and the value, before any
+    episode or charge."""
     from types import SimpleNamespace
 
     nc = {"partition-id": 0, "gravity": 9.8, "agent-seed": 5, "ledger-dir": str(tmp_path / "l")}

@@ -151,7 +151,9 @@ def _agent_state(context: Any) -> tuple[int, AgentSecrets, Path]:
     ldir = nc.get("ledger-dir", rc.get("ledger-dir") or None)
     if ldir is None:
         raise InvalidParameterError(f"agent {agent} has no ledger dir (node config 'ledger-dir')")
-    return agent, sec, Path(str(ldir))
+    if not isinstance(ldir, str) or not ldir:  # was str()-coerced: ledger-dir=5 was folder '5'
+        raise InvalidParameterError(f"node config 'ledger-dir' must be a folder path, got {ldir!r}")
+    return agent, sec, Path(ldir)
 
 
 class LdpReleaseMod(client.LdpReleaseMod):
