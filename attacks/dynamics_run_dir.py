@@ -493,9 +493,17 @@ def attack_private_param_run(
         from ldp_audit.training.pgc_a3c_gym.config import config_from_run
         from ldp_audit.training.pgc_a3c_gym.model import simulator_for
 
-        simulator = simulator_for(config_from_run(cfg, env_module))
+        gym_cfg = config_from_run(cfg, env_module)
+        simulator = simulator_for(gym_cfg)
     mechanism = _run_mechanism(cfg, generic=True)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
+    if not user and tr["thetas"].shape[-1] != gym_cfg.network.dim:  # was "theta must have 112
+        raise InvalidParameterError(  # columns, got shape (240, 96)", naming no cause
+            f"env {pp.get('env_id')!r} as registered now gives a network of "
+            f"{gym_cfg.network.dim} parameters, but this run trained one of "
+            f"{tr['thetas'].shape[-1]}: its observation or action space is not the one the "
+            "run trained on (its module changed?); attack with the env the run trained on"
+        )
     if user:
         simulator = _user_simulator(simulator, tr["report"].shape[-1])
     grouping = _groups(tr, max_groups, arrival=True)

@@ -246,6 +246,45 @@ def test_server_records_one_report_per_agent_and_round(tmp_path, monkeypatch):
     assert RunDir(run).transcript()["agent"].tolist() == [0, 1, 0, 1]
 
 
+def test_server_refuses_a_reply_with_bad_fields_not_ends_the_run(tmp_path, monkeypatch):
+    """A client's reply with its agent id a str, its submission a float, no 'result' record or
+    a list as its score raised ValueError / KeyError / TypeError out of the ServerApp's round
+    (one client ended the run), or was coerced ('1' as agent 1); a bad run config 'num-agents'
+    was int()-coerced. Each reply is now refused and named; the others are recorded."""
+    from types import SimpleNamespace
+
+    from flwr.app import ConfigRecord, MetricRecord
+
+    from ldp_audit.rundir import RunDir
+
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=1)
+    grid = _in_process_grid(tmp_path, monkeypatch, {n: n - 1 for n in range(1, 6)})
+    honest = grid.send_and_receive
+
+    def tamper(msgs, timeout=None):
+        out = honest(msgs, timeout)
+        rel = dict(out[0].content["release"])
+        out[0].content["release"] = ConfigRecord({**rel, "agent": "0"})
+        out[1].content["result"] = MetricRecord({"score": 1.0, "submission": 1.0})
+        del out[2].content["result"]
+        out[3].content["result"] = MetricRecord({"score": [1.0, 2.0], "submission": 3})
+        return out
+
+    grid.send_and_receive = tamper
+    rc = {"pgc-config": json.dumps(cfg.to_dict()), "run-dir": str(tmp_path / "run")}
+    with pytest.raises(InvalidParameterError, match="'num-agents' must be an integer >= 0"):
+        F._run_server(grid, SimpleNamespace(run_config={**rc, "num-agents": "2"}))
+    run = F._run_server(grid, SimpleNamespace(run_config=rc))
+    reasons = [x["reason"] for x in RunDir(run).metrics()["rejected"]]
+    assert reasons == [
+        "reply's agent id must be an integer >= 0, got '0'",
+        "reply's submission must be an integer >= 0, got 1.0",
+        "reply has no MetricRecord 'result'",
+        "reply's score must be a real number, got [1.0, 2.0] (list)",
+    ]
+    assert RunDir(run).transcript()["agent"].tolist() == [4]
+
+
 @pytest.mark.parametrize("aggregator", ["adam", "rmsprop"])
 def test_server_steps_with_the_configured_aggregator(tmp_path, monkeypatch, aggregator):
     """The ServerApp stepped plain SGD at eta whatever the config's ``aggregator`` said (an Adam
@@ -299,6 +338,28 @@ def test_bad_inputs_refused_before_work(tmp_path):
         with pytest.raises(InvalidParameterError, match=match):
             F.run_simulation(cfg, tmp_path / "r", agents=AGENTS, ledger_dir=tmp_path / "l", **kw)
     assert not (tmp_path / "l").exists() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("partition-id", "1"), ("partition-id", True), ("partition-id", 1.0), ("gravity", "9.8"),
+     ("gravity", True), ("agent-seed", "5"), ("agent-seed", True), ("agent-seed", 5.0),
+     ("ledger-dir", 5), ("ledger-dir", "")],
+)  # fmt: skip
+def test_agent_node_config_types_checked_not_coerced(tmp_path, key, value):
+    """The agent's node config was int()/float()/str()-coerced ('1' was agent 1, True gravity
+    1.0, ledger-dir 5 folder '5'); now refused naming the key and the value, before any
+    episode or charge."""
+    from types import SimpleNamespace
+
+    nc = {"partition-id": 0, "gravity": 9.8, "agent-seed": 5, "ledger-dir": str(tmp_path / "l")}
+    ctx = SimpleNamespace(node_config={**nc, key: value}, run_config={})
+    with pytest.raises(InvalidParameterError, match=f"node config '{key}'.*got {value!r}"):
+        F._agent_state(ctx)
+    assert F._agent_state(SimpleNamespace(node_config=nc, run_config={}))[:2] == (
+        0,
+        F.AgentSecrets(9.8, 5),
+    )
 
 
 def test_module_cli_usage_errors(tmp_path, capsys):

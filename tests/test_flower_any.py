@@ -12,6 +12,7 @@ private parameter when epsilon is huge. Skipped with a message when Flower is no
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -288,6 +289,22 @@ def test_recorder_refuses_unsealed_foreign_or_inconsistent_replies(tmp_path):
     bad["ldp-release"] = ConfigRecord({**dict(good["ldp-release"]), "sealed": False})
     with pytest.raises(InvalidParameterError, match="not sealed"):
         rec.check(bad, theta, "arrays")
+    # a client's release record with a key missing, a mechanism that is not JSON, an epsilon
+    # '2.0' or True: raised KeyError / JSONDecodeError out of the round, or was coerced
+    # (session 58 probe); each reply is refused, named
+    for key, value, match in (
+        ("mechanism", None, "mechanism None differs"),
+        ("mechanism", "{not json", "mechanism '{not json' differs"),
+        ("epsilon", None, "reply's epsilon must be a real number, got None"),
+        ("epsilon", "2.0", "reply's epsilon must be a real number, got '2.0'"),
+        ("epsilon", True, "reply's epsilon must be a real number, got True"),
+    ):
+        fields = {**dict(good["ldp-release"]), key: value}
+        if value is None:
+            del fields[key]
+        bad["ldp-release"] = ConfigRecord(fields)
+        with pytest.raises(InvalidParameterError, match=re.escape(match)):
+            rec.check(bad, theta, "arrays")
     rec.close()
 
 

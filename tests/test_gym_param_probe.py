@@ -5,6 +5,7 @@ tests/test_gym_pgc.py (1,027 lines) in session 52: one concern a file."""
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 
@@ -379,6 +380,44 @@ def test_candidates_a_numpy_number_attribute_cannot_tell_apart_are_named() -> No
                        r"NumpyScalarCartPole is a float32 .*candidates 0\.5 and 0\.5000000001 "
                        r"are the same value"):  # fmt: skip
         check_private_param("TestNumpyScalar-v0", "push", [0.5, 2.0, 0.5000000001])
+
+
+class Gear(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class GearCartPole(CartPoleEnv):
+    """CartPole whose push is scaled by ``gear``, an ``IntEnum`` read as ``gear.value``."""
+
+    def __init__(self, render_mode=None) -> None:
+        super().__init__(render_mode=render_mode)
+        self.gear = Gear.LOW
+
+    def step(self, action):
+        self.force_mag = 10.0 * self.gear.value
+        return super().step(action)
+
+
+if "TestGear-v0" not in gym.registry:
+    gym.register("TestGear-v0", entry_point=f"{__name__}:GearCartPole", max_episode_steps=20)
+
+
+def test_an_int_enum_parameter_keeps_its_type() -> None:
+    """An ``IntEnum`` attribute was set as a plain int, so an env reading ``gear.value`` was
+    refused as "fails whatever the candidates (with its own gear=<Gear.LOW: 1> as well)"
+    (session 58 probe, `train pgc-a3c --env-module`): the env works with its own value. Each
+    candidate is now set as a member; a candidate that is no member is refused naming it."""
+    info, vals = check_private_param("TestGear-v0", "gear", [1, 2])
+    assert vals == (1.0, 2.0)
+    env = make_param_vector_env(info, "gear", 2)
+    env.set_param(np.arange(2), np.array([2.0, 1.0]))
+    assert [e.unwrapped.gear for e in env.inner.envs] == [Gear.HIGH, Gear.LOW]
+    assert all(type(e.unwrapped.gear) is Gear for e in env.inner.envs)
+    env.close()
+    with pytest.raises(InvalidParameterError, match="candidate 3 does not fit the attribute's "
+                       "type Gear"):  # fmt: skip
+        check_private_param("TestGear-v0", "gear", [1, 3])
 
 
 class GainWrapper(gym.Wrapper):

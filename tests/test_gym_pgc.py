@@ -535,6 +535,20 @@ def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
     assert "`ldp-audit audit --run-dir RUN --env-module my_test_envs`" in capsys.readouterr().err
     assert main(["audit", "--run-dir", str(run), "--env-module", "my_test_envs"]) == 2
     assert "nothing to audit" in capsys.readouterr().err
+    # the module edited since training (two stacked frames: another network size): the attack
+    # said only "theta must have 176 columns, got shape (..., 112)" (session 58 probe)
+    stack = "additional_wrappers=(FrameStackObservation.wrapper_spec(stack_size=2),))"
+    edited = USER_ENV.replace("max_episode_steps=100)", f"max_episode_steps=100, {stack}")
+    (tmp_path / "my_test_envs.py").write_text(
+        "from gymnasium.wrappers import FrameStackObservation\n" + edited
+    )
+    monkeypatch.delitem(sys.modules, "my_test_envs")
+    monkeypatch.delitem(gym.registry, "TestWindyCartPole-v0")
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "7",
+                 "--env-module", "my_test_envs", "--overwrite"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "as registered now gives a network of 176 parameters, but this run trained one of " \
+           "112" in err, err  # fmt: skip
 
 
 def test_attack_ceiling_composes_an_agents_reports(tmp_path) -> None:

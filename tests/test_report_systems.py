@@ -316,7 +316,8 @@ def test_gym_run_states_its_private_parameter(tmp_path: Path) -> None:
     cfg = json.loads((run / "config.json").read_text())
     cfg["algorithm"] = "pgc-a3c-gym"
     cfg["config"]["rounds"] = 20
-    cfg["private_parameter"] = {"env_id": "MountainCar-v0", "name": "force", "values": [1, 2]}
+    cfg["private_parameter"] = {"env_id": "MyCar-v0", "name": "force", "values": [1, 2],
+                                "env_module": "upk.envs"}  # fmt: skip
     (run / "config.json").write_text(json.dumps(cfg))
     m = build_report(run, ledger=ledger_for(run, per_submission=0.1), figures=False).model
     f = m["privacy_statement"]["fields"]
@@ -326,6 +327,8 @@ def test_gym_run_states_its_private_parameter(tmp_path: Path) -> None:
     (sec,) = m["sections"]
     assert sec["id"] == "private-parameter" and sec["error"] is None
     assert sec["tables"][0]["rows"][2] == ["candidate values", "1, 2"]
+    # the command it gives names the module: without --env-module it exits 2 (session 58)
+    assert "`ldp-audit attack dynamics --run-dir RUN --env-module upk.envs`" in sec["paragraphs"][0]
     # its releases are checked against the ledger as PGC-A3C's are (session 53: a user env's run
     # was never compared, its config not rebuilt without the env module)
     n = len(np.load(run / "transcript.npz")["agent"])

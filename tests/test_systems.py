@@ -310,6 +310,10 @@ def test_toy_system_from_an_entry_point_gets_the_four_verbs(
     assert main(["attack", "toy-guess", "--run-dir", str(run), "--json"]) in (0, 1)
     res = json.loads(capsys.readouterr().out)
     assert res["attack"] == "toy-guess" and res["n"] == 30
+    # scored at the bits' shares (session 58: the toy passed none, and a plug-in copying it
+    # read a prior-guessing attack at epsilon 0.01 as a violation): chance the commoner share
+    bits = np.load(run / "secrets.npz")["bit"]
+    assert res["chance"] == max(np.mean(bits), 1 - np.mean(bits)) > 0.5
     assert json.loads((run / "attack_toy_guess.json").read_text())["correct"] == res["correct"]
     assert main(["attack", "toy-guess", "--run-dir", str(run)]) == 2  # never silently replaced
     # audit: the mechanism the run released through (randomized response, epsilon 2)

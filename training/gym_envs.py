@@ -392,22 +392,27 @@ def _set_param(unwrapped: Any, name: str, value: float) -> None:
 
 def _as_attr_type(name: str, cur: Any, value: float) -> Any:
     """``value`` as it is set on an attribute holding ``cur``: an int's integral candidate as
-    an int, a NumPy number's in its type (:func:`_typed`), anything else unchanged."""
+    an int, a NumPy number's or an int subclass's (an ``IntEnum``) in its type
+    (:func:`_typed`), anything else unchanged."""
     base = _scalar(cur)
     if isinstance(base, (int, np.integer)) and float(value).is_integer():
         value = int(value)
-    if isinstance(base, np.floating) or (isinstance(base, np.integer) and isinstance(value, int)):
+    # an IntEnum set as a plain int: an env reading gear.value or gear.name failed, and was
+    # refused as failing "with its own gear=<Gear.LOW: 1> as well" (session 58 probe)
+    typed_int = isinstance(base, np.integer) or type(base) is not int and isinstance(base, int)
+    if isinstance(base, np.floating) or (typed_int and isinstance(value, int)):
         value = _typed(name, type(base), value)
     return value
 
 
 def _typed(name: str, kind: type, value: float) -> Any:
-    """``value`` as the NumPy number type ``kind`` of the attribute it replaces, refused where
-    it does not fit (np.float32(1e39) is inf; np.int32(3e9) overflows)."""
+    """``value`` as the number type ``kind`` of the attribute it replaces, refused where it
+    does not fit (np.float32(1e39) is inf; np.int32(3e9) overflows; 3 is no member of an
+    ``IntEnum`` of 1 and 2)."""
     with np.errstate(over="ignore"):
         try:
             out = kind(value)
-        except OverflowError:
+        except (OverflowError, ValueError):
             out = None
     if out is None or not np.isfinite(out):
         raise InvalidParameterError(

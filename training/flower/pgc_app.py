@@ -67,7 +67,7 @@ from ldp_audit.training.pgc_a3c.model import init_theta
 from ldp_audit.training.pgc_a3c.privacy import privatize_reports
 from ldp_audit.training.pgc_a3c.rollout import episode_gradients
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
-from ldp_audit.validation import check_bool, check_int, check_positive
+from ldp_audit.validation import check_bool, check_int, check_positive, check_real
 
 __all__ = [
     "AgentSecrets",
@@ -130,10 +130,14 @@ def _agent_state(context: Any) -> tuple[int, AgentSecrets, Path]:
     nc, rc = dict(context.node_config), dict(context.run_config)
     if "partition-id" not in nc:
         raise InvalidParameterError("node config must give 'partition-id' (the agent id)")
-    agent = int(nc["partition-id"])
+    # types checked, not coerced: '1' and True are refused, named with their key
+    agent = check_int(nc["partition-id"], "node config 'partition-id'", minimum=0)
     if "gravity" in nc:  # a node that gives its gravity never reads a file the run config names
         seed = nc.get("agent-seed")
-        sec = AgentSecrets(float(nc["gravity"]), None if seed is None else int(seed))
+        sec = AgentSecrets(
+            check_positive(nc["gravity"], "node config 'gravity'"),
+            None if seed is None else check_int(seed, "node config 'agent-seed'", minimum=0),
+        )
     else:
         # the simulated agents' secrets (run_simulation writes this file for the ClientApps;
         # a real SuperNode gives its own in its node config; the ServerApp never reads it)
@@ -143,11 +147,13 @@ def _agent_state(context: Any) -> tuple[int, AgentSecrets, Path]:
             raise InvalidParameterError(
                 f"agent {agent} has no private gravity (node config 'gravity' or AgentSecrets)"
             )
-        sec = AgentSecrets(float(data[str(agent)]["gravity"]), data[str(agent)].get("seed"))
+        sec = AgentSecrets(data[str(agent)]["gravity"], data[str(agent)].get("seed"))
     ldir = nc.get("ledger-dir", rc.get("ledger-dir") or None)
     if ldir is None:
         raise InvalidParameterError(f"agent {agent} has no ledger dir (node config 'ledger-dir')")
-    return agent, sec, Path(str(ldir))
+    if not isinstance(ldir, str) or not ldir:  # was str()-coerced: ledger-dir=5 was folder '5'
+        raise InvalidParameterError(f"node config 'ledger-dir' must be a folder path, got {ldir!r}")
+    return agent, sec, Path(ldir)
 
 
 class LdpReleaseMod(client.LdpReleaseMod):
@@ -274,7 +280,8 @@ def _run_server(grid: Any, context: Any) -> Path:
         if key not in rc:
             raise InvalidParameterError(f"run config must give {key!r}")
     seed, timeout, overwrite = server_settings(rc)
-    want, wait_until = int(rc.get("num-agents", 0)), time.monotonic() + timeout
+    want = check_int(rc.get("num-agents", 0), "run config 'num-agents'", minimum=0)
+    wait_until = time.monotonic() + timeout
     while len(nodes := sorted(grid.get_node_ids())) < want and time.monotonic() < wait_until:
         time.sleep(0.5)  # for the SuperNodes the run config names (num-agents)
     if not nodes:
@@ -333,11 +340,16 @@ def _run_server(grid: Any, context: Any) -> Path:
                     if rep.has_error():
                         raise InvalidParameterError(f"client error: {rep.error.reason}")
                     y = sealed_report(rep.content, "report", "release", declared, eps, d)
-                    res = rep.content["result"]
-                    score, sub = float(res["score"]), int(res["submission"])
+                    if "result" not in rep.content.metric_records:
+                        raise InvalidParameterError("reply has no MetricRecord 'result'")
+                    res = rep.content["result"]  # a client's values: checked, never coerced
+                    score = check_real(res.get("score"), "reply's score")
+                    sub = check_int(res.get("submission"), "reply's submission", minimum=0)
                     if sub != n:
                         raise InvalidParameterError(f"reply for submission {sub}, expected {n}")
-                    agent = int(rep.content["release"]["agent"])
+                    agent = check_int(
+                        rep.content["release"].get("agent"), "reply's agent id", minimum=0
+                    )
                     if agent_of_node.setdefault(node, agent) != agent:
                         raise InvalidParameterError("agent id changed between rounds")
                     if agent in seen:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_bool, check_int, check_real_in
+from ldp_audit.validation import check_bool, check_int, check_real, check_real_in
 
 __all__ = [
     "RELEASES",
@@ -73,11 +73,18 @@ def sealed_report(
     rel = content[release]
     if rel.get("sealed") is not True:
         raise InvalidParameterError("reply's release is not sealed")
-    if json.loads(str(rel["mechanism"])) != mechanism:
+    # a client's record, checked, not coerced: a missing key or a mechanism that is not JSON
+    # raised KeyError / JSONDecodeError out of the server's round (one reply ended the run),
+    # and an epsilon '2.0' or True was read as a number (session 58 probe)
+    try:
+        got = json.loads(rel.get("mechanism")) if isinstance(rel.get("mechanism"), str) else None
+    except ValueError:
+        got = None
+    if got != mechanism:
         raise InvalidParameterError(
-            f"reply's mechanism {rel['mechanism']} differs from the declared {mechanism}"
+            f"reply's mechanism {rel.get('mechanism')!r} differs from the declared {mechanism}"
         )
-    eps = float(rel["epsilon"])
+    eps = check_real(rel.get("epsilon"), "reply's epsilon")
     if not (eps == epsilon or math.isclose(eps, epsilon, rel_tol=1e-12)):
         raise InvalidParameterError(f"reply's epsilon {eps!r} differs from {epsilon!r}")
     y = np.asarray(content[report].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)

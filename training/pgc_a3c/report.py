@@ -587,10 +587,11 @@ def gym_report(
             ["candidate values", ", ".join(f"{v:g}" for v in values)],
             ["environment module", str(param.get("env_module") or "none")],
         ]
+        mod = param.get("env_module")  # a user env's attack names its module (else exit 2)
+        cmd = "ldp-audit attack dynamics --run-dir RUN" + (f" --env-module {mod}" if mod else "")
         para = (
             f"Each agent's private data is the parameter `{name}` of `{param.get('env_id')}`, one "
-            f"of {len(values)} candidate values; `ldp-audit attack dynamics --run-dir RUN` guesses "
-            "it from an agent's reports."
+            f"of {len(values)} candidate values; `{cmd}` guesses it from an agent's reports."
         )
         title = "Private parameter (Gymnasium environment)"
         table = ("", ["field", "value"], rows)
