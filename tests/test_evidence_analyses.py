@@ -740,6 +740,27 @@ def test_an_analysis_rolled_back_and_moved_is_refused(run: Path) -> None:
     assert "records 1" in res.problems[0]
 
 
+def test_a_complete_run_sealed_again_without_its_analyses_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 58): a finished run's manifest.json, analyses.json and
+    audit.json deleted, then `train ... --resume` re-sealed it (a new manifest: no mark of its
+    own) and `report` read VIOLATION as PARTIALLY VERIFIED, exit 0. The resume is refused now
+    (tests/test_rundir_contract.py); a run re-sealed so before is refused by its ledger's mark."""
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "heads"))
+    run = _make_run(tmp_path / "run")
+    write_artifact(run, "audit.json", [VIOLATION])
+    for name in ("manifest.json", INDEX, "audit.json"):
+        (run / name).unlink()
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "none"))  # as a resume before 58 did
+    RunWriter(run, algorithm="toy", config={"delta": 0.0}, seed=0,
+              mechanism={"name": "laplace", "epsilon": EPS}, mode="resume").finish()  # fmt: skip
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "heads"))
+    res = verify_run(run)
+    assert not res.ok and "holds 0 sealed analyses" in res.problems[0], res.problems
+    assert "records 1" in res.problems[0]
+
+
 def test_an_analysis_index_that_forks_from_its_mark_is_refused(run: Path) -> None:
     """The same count with another last entry (an analysis rolled back, another sealed in its
     place under --allow-unverified) does not extend the marked head; the mark does not move."""
