@@ -740,6 +740,19 @@ def test_an_analysis_rolled_back_and_moved_is_refused(run: Path) -> None:
     assert "records 1" in res.problems[0]
 
 
+def test_accepting_a_moved_older_copy_says_what_its_mark_forgot(run: Path, capsys) -> None:
+    """Found from outside (session 58): the moved rollback above accepted with `budget RUN2
+    --accept-restored` printed "nothing forgotten" (RUN2's path had no mark of its own), though
+    the mark it was refused by recorded the audit; now it names what is forgotten."""
+    _roll_back_the_audit(run)
+    moved = run.parent / "moved"
+    run.rename(moved)
+    assert main(["budget", str(moved), "--accept-restored"]) == 0
+    out = capsys.readouterr().out
+    assert "forgot 1 sealed analyses" in out and "nothing forgotten" not in out.split("\n")[1]
+    assert verify_run(moved).ok
+
+
 def test_a_complete_run_sealed_again_without_its_analyses_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

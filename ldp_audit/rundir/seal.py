@@ -253,7 +253,8 @@ def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | N
         RunDirectoryError: the index is not one the key wrote (nothing is accepted).
     """
     from ldp_audit.accountant.keys import check_key_outside, load_key
-    from ldp_audit.accountant.ledger_marks import advance_mark
+    from ldp_audit.accountant.ledger_format import LedgerIntegrityError
+    from ldp_audit.accountant.ledger_marks import advance_mark, read_mark
 
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
@@ -271,8 +272,13 @@ def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | N
     bad = [p for p in problems if p.startswith(str(run / INDEX))]  # its chain, MACs, form
     if bad:
         raise RunDirectoryError(f"--accept-restored: {bad[0]} (nothing was accepted)")
-    mid, label, mark, head = _mark(run, key, entries or [], _anchor(run, checked=False))
-    old = advance_mark(key, mid, label, mark, None) if move else None
+    anchor = _anchor(run, checked=False)
+    mid, label, mark, head = _mark(run, key, entries or [], anchor)
+    old = None  # what the mark a reader checked recorded: a moved copy's is any copy's
+    if move:  # (session 58: an older copy accepted at another path said "nothing forgotten")
+        with contextlib.suppress(LedgerIntegrityError):  # one failing its MAC: none to compare
+            old = read_mark(key, _checked_mark(run, key, mid, anchor, checked=False), label)
+        advance_mark(key, mid, label, mark, None)
     forgot = old if old and (old[0] > mark[0] or head(old[0]) != old[1]) else None
     return mark[0], mark[1].hex(), forgot
 
