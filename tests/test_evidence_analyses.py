@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -889,3 +890,51 @@ def test_an_artefact_swapped_while_its_writer_waits_for_the_seal_is_not_sealed(
     assert not (run / "attack_x.json").exists()
     res = verify_run(run)
     assert res.ok and set(res.analyses) == {"audit.json"}, res.problems
+
+
+def _write_audit(run: Path, bound: float, wait: Any, done: Any) -> None:
+    """A forked writer: ``audit.json`` with ``bound`` over the sealed one (after ``wait``)."""
+    wait.wait(10)
+    try:
+        write_artifact(run, "audit.json", [{**VIOLATION, "epsilon_lower_bound": bound}],
+                       overwrite=True)  # fmt: skip
+        done.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        done.put(repr(exc))
+
+
+def test_two_writers_of_one_artefact_leave_a_run_that_verifies(
+    run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 58): two `audit --run-dir RUN --overwrite` at once (4 of 4
+    tries): one exit 0, the other refused ("changed between its write and its seal"), and its
+    undo put the earlier audit.json back over the one just sealed: the run no longer verified
+    (3 of 4). One writer of a run's analysis files at a time now: the second waits, then
+    replaces the first's, both sealed."""
+    import multiprocessing
+    import time
+
+    import ldp_audit.rundir.writer as writer
+
+    ctx = multiprocessing.get_context("fork")
+    inside, done = ctx.Event(), ctx.Queue()
+    real = writer.seal_analyses
+
+    def slow_seal(r: Any, names: Any) -> Any:
+        inside.set()  # the second writer writes now, while this one seals
+        time.sleep(0.3)
+        return real(r, names)
+
+    monkeypatch.setattr(writer, "seal_analyses", slow_seal)
+    go = ctx.Event()
+    go.set()
+    first = ctx.Process(target=_write_audit, args=(run, 7.0, go, done))
+    second = ctx.Process(target=_write_audit, args=(run, 8.0, inside, done))
+    for p in (first, second):
+        p.start()
+    for p in (first, second):
+        p.join(20)
+    assert sorted(done.get(timeout=1) for _ in range(2)) == ["ok", "ok"]
+    res = verify_run(run)
+    assert res.ok, res.problems
+    assert json.loads((run / "audit.json").read_text())[0]["epsilon_lower_bound"] == 8.0

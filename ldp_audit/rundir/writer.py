@@ -24,6 +24,7 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import (
     canonical_json,
     hold_file,
+    one_analysis_writer,
     pin_checked,
     read_config,
     sha256_file,
@@ -428,6 +429,11 @@ def write_artifact(
         raise InvalidParameterError(
             f"artefact name must be audit.json or attack_<name>.json, got {name!r}"
         )
+    with one_analysis_writer(p):
+        return _write_sealed(p, name, obj, overwrite, seal)
+
+
+def _write_sealed(p: Path, name: str, obj: Any, overwrite: bool, seal: bool) -> Path:
     target = p / name
     if target.exists() and not overwrite:
         raise RunDirectoryError(
