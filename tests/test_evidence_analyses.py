@@ -938,3 +938,55 @@ def test_two_writers_of_one_artefact_leave_a_run_that_verifies(
     res = verify_run(run)
     assert res.ok, res.problems
     assert json.loads((run / "audit.json").read_text())[0]["epsilon_lower_bound"] == 8.0
+
+
+def _write_report(report: Any, out: Path, wait: Any, done: Any) -> None:
+    """A forked writer of ``report`` into ``out`` (after ``wait``)."""
+    wait.wait(10)
+    try:
+        report.write(out, overwrite=True)
+        done.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        done.put(repr(exc))
+
+
+def test_two_writers_of_a_runs_report_leave_it_whole(
+    run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 58): two `Report.write(RUN / "report", overwrite=True)` at
+    once (forked; two reports of the run, --top 1 and 10): one "ok", the other refused
+    ("changed between its write and its seal") or FileNotFoundError, and once the refused one's
+    undo removed the pages the "ok" one had sealed (its CLI had said "report written"). Now the
+    second waits for the first: both ok, the run verifies, its report whole."""
+    import multiprocessing
+    import time
+
+    import ldp_audit.rundir.seal as seal
+    from ldp_audit.report import Report, build_report
+
+    ctx = multiprocessing.get_context("fork")
+    inside, done = ctx.Event(), ctx.Queue()
+    real = seal.seal_analyses
+
+    def slow_seal(r: Any, names: Any) -> Any:
+        inside.set()  # the second writer writes now, while this one seals
+        time.sleep(0.3)
+        return real(r, names)
+
+    monkeypatch.setattr(seal, "seal_analyses", slow_seal)
+    go = ctx.Event()
+    go.set()
+    out = run / "report"
+    model = build_report(run, figures=False).model  # two reports that differ (fast)
+    one, two = Report(model, {}), Report({**model, "second": True}, {})
+    first = ctx.Process(target=_write_report, args=(one, out, go, done))
+    second = ctx.Process(target=_write_report, args=(two, out, inside, done))
+    for p in (first, second):
+        p.start()
+    for p in (first, second):
+        p.join(20)
+    assert sorted(done.get(timeout=1) for _ in range(2)) == ["ok", "ok"]
+    res = verify_run(run)
+    assert res.ok and not res.notes, (res.problems, res.notes)
+    assert {f.name for f in out.iterdir()} == {"figures", "index.html", "report.json", "report.md"}
+    assert json.loads((out / "report.json").read_text()).get("second") is True
