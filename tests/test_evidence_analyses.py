@@ -368,9 +368,12 @@ def test_one_root_covers_the_whole_run(run: Path, tmp_path: Path, capsys) -> Non
     man.pop("mac")
     man["files"]["transcript.npz"] = sha256_file(run / "transcript.npz")
     (run / "manifest.json").write_text(json.dumps(seal_manifest(man, run)))
-    # (the index chains to the old manifest: re-chain it as the owner's key would)
+    # (the index chains to the old manifest: re-chain it as the owner's key would, in a
+    # process of its own, which verified nothing)
+    from ldp_audit.rundir.files import unpin_run
     from ldp_audit.rundir.seal import seal_analyses
 
+    unpin_run(run)
     (run / INDEX).unlink()
     figures = [f"report/{f.relative_to(run / 'report')}" for f in run.glob("report/figures/*")]
     seal_analyses(run, ["audit.json", "report/report.json", "report/report.md",
@@ -990,3 +993,31 @@ def test_two_writers_of_a_runs_report_leave_it_whole(
     assert res.ok and not res.notes, (res.problems, res.notes)
     assert {f.name for f in out.iterdir()} == {"figures", "index.html", "report.json", "report.md"}
     assert json.loads((out / "report.json").read_text()).get("second") is True
+
+
+def test_an_analysis_of_a_run_replaced_meanwhile_is_not_sealed_into_it(tmp_path: Path) -> None:
+    """Found from outside (session 58): `audit --run-dir R --overwrite` (claim epsilon 5) while
+    `train ... --epsilon 1 --out R --overwrite` replaced R: the audit of the old run was sealed
+    into the new one, which verified (authenticated), and `report R` said "epsilon=5.0 ...
+    leaks at least 10.5 > claimed 5" for a run of epsilon 1. The seal now refuses a manifest
+    that is not the one this process verified; the artefact is not left behind."""
+    import shutil
+
+    from ldp_audit.errors import RunDirectoryError
+
+    run, other = _make_run(tmp_path / "run"), _make_run(tmp_path / "other")
+    assert verify_run(run).ok  # what `audit --run-dir` reads first
+    shutil.rmtree(run)  # `train --overwrite` in another process
+    shutil.copytree(other, run)
+    with pytest.raises(RunDirectoryError, match="not the manifest this process verified"):
+        write_artifact(run, "audit.json", [VIOLATION])
+    assert not (run / "audit.json").exists() and not (run / INDEX).exists()
+    # an attack's --out FILE: sealed for the run it read, so `report RUN FILE` refuses it
+    from ldp_audit.rundir.seal import check_document_seal, seal_document
+
+    doc = seal_document(dict(GOOD_ATTACK), run)
+    assert verify_run(run).ok  # a later reader (`report RUN FILE`) of the new run
+    assert check_document_seal(doc, run, load_key()) == (
+        "unsealed",
+        "its seal is for another run (or an earlier manifest.json)",
+    )

@@ -298,7 +298,8 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     Raises:
         RunDirectoryError: the index exists but is malformed, or a file is not what this
             process wrote (:func:`~ldp_audit.rundir.files.pin_checked`: swapped while the
-            writer waited for the index's lock; nothing is appended to it).
+            writer waited for the index's lock; nothing is appended to it), or the manifest is
+            not the one this process verified (the run was replaced since).
         KeyFileError: the ledger key is unusable, or lies inside the run.
     """
     from ldp_audit.accountant.ledger_format import LedgerIntegrityError
@@ -319,6 +320,12 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
             )
         entries = entries or []
         prev0 = _anchor(run, checked=False)
+        if checked_sha256(run / "manifest.json") != prev0:  # (what a check here pinned)
+            raise RunDirectoryError(
+                f"{run / 'manifest.json'} is not the manifest this process verified: the run "
+                f"was replaced (e.g. by `train --overwrite`) while this analysis read it; "
+                f"refusing to seal an analysis of another run into it (run it again)"
+            )
         prev = str(entries[-1].get("hash")) if entries else prev0
         now = _dt.datetime.now(_dt.timezone.utc).isoformat()
         added = []
@@ -538,7 +545,7 @@ def seal_document(doc: dict[str, Any], run_dir: Any) -> dict[str, Any]:
     key = _run_key(run)
     if key is None:
         return doc
-    man = _anchor(run, checked=False)
+    man = _anchor(run)  # the manifest this process verified (a run replaced since: not it)
     body = {k: v for k, v in doc.items() if k != "seal"}
     mac = key.mac(_doc_bytes(body, man, key.id)).hex()
     return {**body, "seal": {"manifest": man, "key_id": key.id, "hmac": mac}}
