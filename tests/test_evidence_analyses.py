@@ -1021,3 +1021,26 @@ def test_an_analysis_of_a_run_replaced_meanwhile_is_not_sealed_into_it(tmp_path:
         "unsealed",
         "its seal is for another run (or an earlier manifest.json)",
     )
+
+
+def test_a_report_written_meanwhile_is_named_by_the_option(
+    run: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Found from outside (session 58): two `report RUN` at once; the second, refused when it
+    came to write (the first had written RUN/report meanwhile), said "report out_dir ... pass
+    overwrite=True" (the library's keyword) to a CLI user. Now it names --overwrite."""
+    import ldp_audit.report as report
+
+    real = report.build_report
+
+    def meanwhile(*a: Any, **k: Any) -> Any:
+        rep = real(*a, **{**k, "figures": False})
+        (run / "report").mkdir(exist_ok=True)
+        (run / "report" / "index.html").write_text("another report")
+        return rep
+
+    monkeypatch.setattr(report, "build_report", meanwhile)
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "written by another command while this report was built" in err, err
+    assert "pass --overwrite" in err and "overwrite=True" not in err
