@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -367,9 +368,12 @@ def test_one_root_covers_the_whole_run(run: Path, tmp_path: Path, capsys) -> Non
     man.pop("mac")
     man["files"]["transcript.npz"] = sha256_file(run / "transcript.npz")
     (run / "manifest.json").write_text(json.dumps(seal_manifest(man, run)))
-    # (the index chains to the old manifest: re-chain it as the owner's key would)
+    # (the index chains to the old manifest: re-chain it as the owner's key would, in a
+    # process of its own, which verified nothing)
+    from ldp_audit.rundir.files import unpin_run
     from ldp_audit.rundir.seal import seal_analyses
 
+    unpin_run(run)
     (run / INDEX).unlink()
     figures = [f"report/{f.relative_to(run / 'report')}" for f in run.glob("report/figures/*")]
     seal_analyses(run, ["audit.json", "report/report.json", "report/report.md",
@@ -740,6 +744,40 @@ def test_an_analysis_rolled_back_and_moved_is_refused(run: Path) -> None:
     assert "records 1" in res.problems[0]
 
 
+def test_accepting_a_moved_older_copy_says_what_its_mark_forgot(run: Path, capsys) -> None:
+    """Found from outside (session 58): the moved rollback above accepted with `budget RUN2
+    --accept-restored` printed "nothing forgotten" (RUN2's path had no mark of its own), though
+    the mark it was refused by recorded the audit; now it names what is forgotten."""
+    _roll_back_the_audit(run)
+    moved = run.parent / "moved"
+    run.rename(moved)
+    assert main(["budget", str(moved), "--accept-restored"]) == 0
+    out = capsys.readouterr().out
+    assert "forgot 1 sealed analyses" in out and "nothing forgotten" not in out.split("\n")[1]
+    assert verify_run(moved).ok
+
+
+def test_a_complete_run_sealed_again_without_its_analyses_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 58): a finished run's manifest.json, analyses.json and
+    audit.json deleted, then `train ... --resume` re-sealed it (a new manifest: no mark of its
+    own) and `report` read VIOLATION as PARTIALLY VERIFIED, exit 0. The resume is refused now
+    (tests/test_rundir_contract.py); a run re-sealed so before is refused by its ledger's mark."""
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "heads"))
+    run = _make_run(tmp_path / "run")
+    write_artifact(run, "audit.json", [VIOLATION])
+    for name in ("manifest.json", INDEX, "audit.json"):
+        (run / name).unlink()
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "none"))  # as a resume before 58 did
+    RunWriter(run, algorithm="toy", config={"delta": 0.0}, seed=0,
+              mechanism={"name": "laplace", "epsilon": EPS}, mode="resume").finish()  # fmt: skip
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "heads"))
+    res = verify_run(run)
+    assert not res.ok and "holds 0 sealed analyses" in res.problems[0], res.problems
+    assert "records 1" in res.problems[0]
+
+
 def test_an_analysis_index_that_forks_from_its_mark_is_refused(run: Path) -> None:
     """The same count with another last entry (an analysis rolled back, another sealed in its
     place under --allow-unverified) does not extend the marked head; the mark does not move."""
@@ -855,3 +893,154 @@ def test_an_artefact_swapped_while_its_writer_waits_for_the_seal_is_not_sealed(
     assert not (run / "attack_x.json").exists()
     res = verify_run(run)
     assert res.ok and set(res.analyses) == {"audit.json"}, res.problems
+
+
+def _write_audit(run: Path, bound: float, wait: Any, done: Any) -> None:
+    """A forked writer: ``audit.json`` with ``bound`` over the sealed one (after ``wait``)."""
+    wait.wait(10)
+    try:
+        write_artifact(run, "audit.json", [{**VIOLATION, "epsilon_lower_bound": bound}],
+                       overwrite=True)  # fmt: skip
+        done.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        done.put(repr(exc))
+
+
+def test_two_writers_of_one_artefact_leave_a_run_that_verifies(
+    run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 58): two `audit --run-dir RUN --overwrite` at once (4 of 4
+    tries): one exit 0, the other refused ("changed between its write and its seal"), and its
+    undo put the earlier audit.json back over the one just sealed: the run no longer verified
+    (3 of 4). One writer of a run's analysis files at a time now: the second waits, then
+    replaces the first's, both sealed."""
+    import multiprocessing
+    import time
+
+    import ldp_audit.rundir.writer as writer
+
+    ctx = multiprocessing.get_context("fork")
+    inside, done = ctx.Event(), ctx.Queue()
+    real = writer.seal_analyses
+
+    def slow_seal(r: Any, names: Any) -> Any:
+        inside.set()  # the second writer writes now, while this one seals
+        time.sleep(0.3)
+        return real(r, names)
+
+    monkeypatch.setattr(writer, "seal_analyses", slow_seal)
+    go = ctx.Event()
+    go.set()
+    first = ctx.Process(target=_write_audit, args=(run, 7.0, go, done))
+    second = ctx.Process(target=_write_audit, args=(run, 8.0, inside, done))
+    for p in (first, second):
+        p.start()
+    for p in (first, second):
+        p.join(20)
+    assert sorted(done.get(timeout=1) for _ in range(2)) == ["ok", "ok"]
+    res = verify_run(run)
+    assert res.ok, res.problems
+    assert json.loads((run / "audit.json").read_text())[0]["epsilon_lower_bound"] == 8.0
+
+
+def _write_report(report: Any, out: Path, wait: Any, done: Any) -> None:
+    """A forked writer of ``report`` into ``out`` (after ``wait``)."""
+    wait.wait(10)
+    try:
+        report.write(out, overwrite=True)
+        done.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        done.put(repr(exc))
+
+
+def test_two_writers_of_a_runs_report_leave_it_whole(
+    run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found from outside (session 58): two `Report.write(RUN / "report", overwrite=True)` at
+    once (forked; two reports of the run, --top 1 and 10): one "ok", the other refused
+    ("changed between its write and its seal") or FileNotFoundError, and once the refused one's
+    undo removed the pages the "ok" one had sealed (its CLI had said "report written"). Now the
+    second waits for the first: both ok, the run verifies, its report whole."""
+    import multiprocessing
+    import time
+
+    import ldp_audit.rundir.seal as seal
+    from ldp_audit.report import Report, build_report
+
+    ctx = multiprocessing.get_context("fork")
+    inside, done = ctx.Event(), ctx.Queue()
+    real = seal.seal_analyses
+
+    def slow_seal(r: Any, names: Any) -> Any:
+        inside.set()  # the second writer writes now, while this one seals
+        time.sleep(0.3)
+        return real(r, names)
+
+    monkeypatch.setattr(seal, "seal_analyses", slow_seal)
+    go = ctx.Event()
+    go.set()
+    out = run / "report"
+    model = build_report(run, figures=False).model  # two reports that differ (fast)
+    one, two = Report(model, {}), Report({**model, "second": True}, {})
+    first = ctx.Process(target=_write_report, args=(one, out, go, done))
+    second = ctx.Process(target=_write_report, args=(two, out, inside, done))
+    for p in (first, second):
+        p.start()
+    for p in (first, second):
+        p.join(20)
+    assert sorted(done.get(timeout=1) for _ in range(2)) == ["ok", "ok"]
+    res = verify_run(run)
+    assert res.ok and not res.notes, (res.problems, res.notes)
+    assert {f.name for f in out.iterdir()} == {"figures", "index.html", "report.json", "report.md"}
+    assert json.loads((out / "report.json").read_text()).get("second") is True
+
+
+def test_an_analysis_of_a_run_replaced_meanwhile_is_not_sealed_into_it(tmp_path: Path) -> None:
+    """Found from outside (session 58): `audit --run-dir R --overwrite` (claim epsilon 5) while
+    `train ... --epsilon 1 --out R --overwrite` replaced R: the audit of the old run was sealed
+    into the new one, which verified (authenticated), and `report R` said "epsilon=5.0 ...
+    leaks at least 10.5 > claimed 5" for a run of epsilon 1. The seal now refuses a manifest
+    that is not the one this process verified; the artefact is not left behind."""
+    import shutil
+
+    from ldp_audit.errors import RunDirectoryError
+
+    run, other = _make_run(tmp_path / "run"), _make_run(tmp_path / "other")
+    assert verify_run(run).ok  # what `audit --run-dir` reads first
+    shutil.rmtree(run)  # `train --overwrite` in another process
+    shutil.copytree(other, run)
+    with pytest.raises(RunDirectoryError, match="not the manifest this process verified"):
+        write_artifact(run, "audit.json", [VIOLATION])
+    assert not (run / "audit.json").exists() and not (run / INDEX).exists()
+    # an attack's --out FILE: sealed for the run it read, so `report RUN FILE` refuses it
+    from ldp_audit.rundir.seal import check_document_seal, seal_document
+
+    doc = seal_document(dict(GOOD_ATTACK), run)
+    assert verify_run(run).ok  # a later reader (`report RUN FILE`) of the new run
+    assert check_document_seal(doc, run, load_key()) == (
+        "unsealed",
+        "its seal is for another run (or an earlier manifest.json)",
+    )
+
+
+def test_a_report_written_meanwhile_is_named_by_the_option(
+    run: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Found from outside (session 58): two `report RUN` at once; the second, refused when it
+    came to write (the first had written RUN/report meanwhile), said "report out_dir ... pass
+    overwrite=True" (the library's keyword) to a CLI user. Now it names --overwrite."""
+    import ldp_audit.report as report
+
+    real = report.build_report
+
+    def meanwhile(*a: Any, **k: Any) -> Any:
+        rep = real(*a, **{**k, "figures": False})
+        (run / "report").mkdir(exist_ok=True)
+        (run / "report" / "index.html").write_text("another report")
+        return rep
+
+    monkeypatch.setattr(report, "build_report", meanwhile)
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "written by another command while this report was built" in err, err
+    assert "pass --overwrite" in err and "overwrite=True" not in err

@@ -149,13 +149,14 @@ def test_a_finished_run_made_to_look_unfinished_is_never_resumed(tmp_path) -> No
     (``report`` exit 1); "complete" edited to "interrupted" in manifest.json (or the manifest
     deleted), then a resume of it: the audit was deleted, the run re-sealed and verified
     (authenticated), and ``report`` exited 0. A resume now needs a manifest that verifies and
-    records an unfinished run, and refuses a run holding sealed analyses without one."""
+    records an unfinished run, and refuses a run holding sealed analyses without one, or (session
+    58) one whose ledger's analysis mark recalls analyses sealed when it was complete."""
     from ldp_audit.accountant import Accountant, PureDpEvent
 
     def resume(run):
         return RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
 
-    for tamper in ("edit", "delete"):
+    for tamper in ("edit", "delete", "delete all"):
         run = tmp_path / tamper
         w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
         Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
@@ -165,9 +166,13 @@ def test_a_finished_run_made_to_look_unfinished_is_never_resumed(tmp_path) -> No
         if tamper == "edit":
             man.write_text(man.read_text().replace('"complete"', '"interrupted"'))
             match = "does not verify .*MAC"
-        else:
+        elif tamper == "delete":
             man.unlink()
             match = "holds analyses.json but no manifest.json"
+        else:  # session 58: the index and the audit deleted too; the resume re-sealed the run
+            for name in ("manifest.json", "analyses.json", "audit.json"):
+                (run / name).unlink()
+            match = "finished and 1 analyses of it were sealed .* manifest.json and analyses"
         before = {p.name: p.read_bytes() for p in run.iterdir()}
         with pytest.raises(RunDirectoryError, match=match):
             resume(run)

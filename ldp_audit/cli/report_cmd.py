@@ -161,7 +161,15 @@ def _report(args: argparse.Namespace) -> int:
     report = build_report(args.run_dir, top=args.top, extra=args.extra)
     verdict = report.model["verdict"]
     seal = not args.unsealed and verdict.get("evidence") != "unverified" and checked.ok
-    paths = report.write(out, overwrite=args.overwrite, seal=seal)
+    try:
+        paths = report.write(out, overwrite=args.overwrite, seal=seal)
+    except RunDirectoryError:
+        if args.overwrite or not (out.is_dir() and any(out.iterdir())):
+            raise
+        raise RunDirectoryError(  # (session 58: it said "pass overwrite=True")
+            f"{name} {str(out)!r} was written by another command while this report was built: "
+            f"pass --overwrite to replace it, or --out DIR to write a new one elsewhere"
+        ) from None
     if args.screenshot:
         _screenshot(paths, seal)
 

@@ -94,6 +94,18 @@ class Report:
         Returns:
             ``{"html": ..., "markdown": ..., "json": ..., "figures": ...}`` paths.
         """
+        import contextlib
+
+        from ldp_audit.rundir.files import one_analysis_writer
+
+        # one writer of a run's report at a time (session 58: of two at once, one said "report
+        # written" and the other's undo removed its pages)
+        run = Path(out_dir).parent
+        in_run = Path(out_dir).name == "report" and is_run_dir(run)
+        with one_analysis_writer(run) if in_run else contextlib.nullcontext():
+            return self._write(out_dir, overwrite, seal)
+
+    def _write(self, out_dir: str | Path, overwrite: bool, seal: bool) -> dict[str, Path]:
         import shutil
 
         out = check_report_out(out_dir, overwrite=overwrite)

@@ -189,6 +189,16 @@ def locked_folder(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def one_analysis_writer(run: Path) -> contextlib.AbstractContextManager[None]:
+    """The ``with`` block of one writer of ``run``'s analysis files at a time (an exclusive
+    ``flock`` on its ``config.json``, waited for; the index's own lock is the folder's): a
+    check for an earlier file, the write, its seal and its undo are one step (session 58: two
+    ``audit --run-dir RUN --overwrite`` at once, one exit 0 and one refused, whose undo put
+    the earlier ``audit.json`` back over the sealed one: the run no longer verified)."""
+    check_regular_file(run / "config.json", "config.json")  # never a FIFO's open
+    return locked_folder(run / "config.json")
+
+
 def hold_file(path: Path, who: str) -> int | None:
     """An exclusive ``flock`` on the existing file ``path``, taken without waiting and held
     until the returned descriptor is closed (or the process ends): a second holder is refused

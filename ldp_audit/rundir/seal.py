@@ -194,6 +194,55 @@ def _any_path_mark(key: Any, anchor: str) -> str:
     return "analyses|" + hashlib.sha256(f"{key.id}|{anchor}".encode()).hexdigest()
 
 
+def _ledger_mark(key: Any, ledger_id: Any) -> str | None:
+    """The id of the mark of a complete run's analysis chain by its ledger (key id and ledger
+    id; None: no ledger id), read where no copy of its manifest was sealed: a manifest made
+    again by ``--resume`` after the finished run's manifest, ``analyses.json`` and analyses
+    were deleted (session 58: its audit's VIOLATION read as PARTIALLY VERIFIED, exit 0)."""
+    if not isinstance(ledger_id, str):
+        return None
+    return "analyses|ledger|" + hashlib.sha256(f"{key.id}|{ledger_id}".encode()).hexdigest()
+
+
+def _complete_ledger_id(run: Path, checked: bool = True) -> Any:
+    """The ledger id that ``run``'s manifest anchors when it records a complete run (only a
+    complete run can never be resumed), else None."""
+    f = run / "manifest.json"
+    with contextlib.suppress(OSError, ValueError, RecursionError, RunDirectoryError):
+        man = json.loads(read_checked(f, "manifest.json") if checked else f.read_bytes())
+        if isinstance(man, dict) and man.get("status") == "complete":
+            led = man.get("ledger")
+            return led.get("ledger_id") if isinstance(led, dict) else None
+    return None
+
+
+def _checked_mark(run: Path, key: Any, mid: str, anchor: str, checked: bool = True) -> str:
+    """The mark a reader checks the index against: the run's at its path; where its path has
+    none (moved or copied here), any copy's; where no copy of this manifest was sealed, its
+    ledger's (a complete run made again by ``--resume``)."""
+    from ldp_audit.accountant.ledger_marks import read_mark
+
+    label = str(run / INDEX)
+    ledger = _ledger_mark(key, _complete_ledger_id(run, checked))
+    for ident in (mid, _any_path_mark(key, anchor), ledger):
+        if ident is not None and read_mark(key, ident, label) is not None:
+            return ident
+    return mid
+
+
+def sealed_by_ledger(run_dir: Any, ledger_id: str) -> int:
+    """How many analyses this process's key sealed for a complete run of ledger ``ledger_id``
+    (0: none recorded on this machine, or no key): a run without a manifest that has some
+    finished once and lost its manifest, and ``--resume`` would seal it again without them."""
+    from ldp_audit.accountant.keys import load_key
+    from ldp_audit.accountant.ledger_marks import read_mark
+
+    key = load_key(create=False)
+    ident = None if key is None else _ledger_mark(key, ledger_id)
+    mark = None if ident is None else read_mark(key, ident, str(Path(run_dir) / INDEX))
+    return mark[0] if mark else 0
+
+
 def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | None:
     """``budget RUN --accept-restored``: the run's analysis mark moved (``move``; else only
     checked) to its ``analyses.json`` as it is, after the index's chain and MACs are checked.
@@ -204,7 +253,8 @@ def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | N
         RunDirectoryError: the index is not one the key wrote (nothing is accepted).
     """
     from ldp_audit.accountant.keys import check_key_outside, load_key
-    from ldp_audit.accountant.ledger_marks import advance_mark
+    from ldp_audit.accountant.ledger_format import LedgerIntegrityError
+    from ldp_audit.accountant.ledger_marks import advance_mark, read_mark
 
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
@@ -222,8 +272,13 @@ def accept_restored(run_dir: Any, move: bool = True) -> tuple[int, str, Any] | N
     bad = [p for p in problems if p.startswith(str(run / INDEX))]  # its chain, MACs, form
     if bad:
         raise RunDirectoryError(f"--accept-restored: {bad[0]} (nothing was accepted)")
-    mid, label, mark, head = _mark(run, key, entries or [], _anchor(run, checked=False))
-    old = advance_mark(key, mid, label, mark, None) if move else None
+    anchor = _anchor(run, checked=False)
+    mid, label, mark, head = _mark(run, key, entries or [], anchor)
+    old = None  # what the mark a reader checked recorded: a moved copy's is any copy's
+    if move:  # (session 58: an older copy accepted at another path said "nothing forgotten")
+        with contextlib.suppress(LedgerIntegrityError):  # one failing its MAC: none to compare
+            old = read_mark(key, _checked_mark(run, key, mid, anchor, checked=False), label)
+        advance_mark(key, mid, label, mark, None)
     forgot = old if old and (old[0] > mark[0] or head(old[0]) != old[1]) else None
     return mark[0], mark[1].hex(), forgot
 
@@ -243,7 +298,8 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     Raises:
         RunDirectoryError: the index exists but is malformed, or a file is not what this
             process wrote (:func:`~ldp_audit.rundir.files.pin_checked`: swapped while the
-            writer waited for the index's lock; nothing is appended to it).
+            writer waited for the index's lock; nothing is appended to it), or the manifest is
+            not the one this process verified (the run was replaced since).
         KeyFileError: the ledger key is unusable, or lies inside the run.
     """
     from ldp_audit.accountant.ledger_format import LedgerIntegrityError
@@ -264,6 +320,12 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
             )
         entries = entries or []
         prev0 = _anchor(run, checked=False)
+        if checked_sha256(run / "manifest.json") != prev0:  # (what a check here pinned)
+            raise RunDirectoryError(
+                f"{run / 'manifest.json'} is not the manifest this process verified: the run "
+                f"was replaced (e.g. by `train --overwrite`) while this analysis read it; "
+                f"refusing to seal an analysis of another run into it (run it again)"
+            )
         prev = str(entries[-1].get("hash")) if entries else prev0
         now = _dt.datetime.now(_dt.timezone.utc).isoformat()
         added = []
@@ -292,9 +354,11 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         # back, and never onto an index that does not extend it (a rollback read with
         # --allow-unverified stays refused)
         mid, label, mark, head = _mark(run, key, doc["entries"], prev0)
-        for ident in (mid, _any_path_mark(key, prev0)):  # (a fork of a copy: kept as it is)
+        ledger = _ledger_mark(key, _complete_ledger_id(run, checked=False))
+        for ident in (mid, _any_path_mark(key, prev0), ledger):  # (a fork: kept as it is)
             with contextlib.suppress(LedgerIntegrityError):
-                advance_mark(key, ident, label, mark, head)
+                if ident is not None:
+                    advance_mark(key, ident, label, mark, head)
     # what this process wrote is what its readers may read
     pin_checked(None, {run / INDEX: index, **{run / e["name"]: e["sha256"] for e in added}})
     return added
@@ -372,15 +436,13 @@ def check_analyses(
     if other_keys:
         problems.append(other_key(str(run / INDEX), ", ".join(sorted(other_keys)), key))
     elif mark and key is not None and (run / "manifest.json").is_file() and not problem:
-        from ldp_audit.accountant.ledger_marks import check_mark, read_mark
+        from ldp_audit.accountant.ledger_marks import check_mark
         from ldp_audit.errors import LedgerError
 
         anchor = _anchor(run)
         mid, label, (n, _), head = _mark(run, key, entries, anchor)
         try:
-            if read_mark(key, mid, label) is None:  # moved or copied here: any copy's mark
-                mid = _any_path_mark(key, anchor)
-            check_mark(key, mid, label, n, head)
+            check_mark(key, _checked_mark(run, key, mid, anchor), label, n, head)
         except LedgerError as exc:  # (LedgerIntegrityError too) rolled back, or a bad mark
             problems.append(str(exc))
     if key is None and entries:
@@ -483,7 +545,7 @@ def seal_document(doc: dict[str, Any], run_dir: Any) -> dict[str, Any]:
     key = _run_key(run)
     if key is None:
         return doc
-    man = _anchor(run, checked=False)
+    man = _anchor(run)  # the manifest this process verified (a run replaced since: not it)
     body = {k: v for k, v in doc.items() if k != "seal"}
     mac = key.mac(_doc_bytes(body, man, key.id)).hex()
     return {**body, "seal": {"manifest": man, "key_id": key.id, "hmac": mac}}

@@ -24,6 +24,7 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import (
     canonical_json,
     hold_file,
+    one_analysis_writer,
     pin_checked,
     read_config,
     sha256_file,
@@ -272,6 +273,20 @@ class RunWriter:
                 f"removed; a resume would delete its sealed analyses: start it over "
                 f"(--overwrite, or a new --out)"
             )
+        elif self.ledger_path.is_file():  # both deleted: its ledger's mark recalls its analyses
+            from ldp_audit.accountant.ledger import Ledger
+            from ldp_audit.rundir.seal import sealed_by_ledger
+
+            with Ledger(str(self.ledger_path), create=False, readonly=True) as led:
+                n = sealed_by_ledger(p, led.anchor()["ledger_id"])
+            if n:
+                raise RunDirectoryError(
+                    f"--resume: the run in {str(p)!r} finished and {n} analyses of it were "
+                    f"sealed (its ledger's high-water mark records them), but its manifest.json "
+                    f"and {ANALYSES_INDEX} were removed; a resume would seal it again without "
+                    f"them: put the run's files back, or start it over (--overwrite, or a new "
+                    f"--out)"
+                )
 
     @property
     def ledger_path(self) -> Path:
@@ -414,6 +429,11 @@ def write_artifact(
         raise InvalidParameterError(
             f"artefact name must be audit.json or attack_<name>.json, got {name!r}"
         )
+    with one_analysis_writer(p):
+        return _write_sealed(p, name, obj, overwrite, seal)
+
+
+def _write_sealed(p: Path, name: str, obj: Any, overwrite: bool, seal: bool) -> Path:
     target = p / name
     if target.exists() and not overwrite:
         raise RunDirectoryError(
