@@ -67,11 +67,11 @@ def _session_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def made_once(tmp_path_factory, _ledger_key):
-    """``made_once(name, make)``: the folder ``make(folder)`` wrote and what it returned (read
-    back from a pickle), with ``make`` called once per test session under ``name``: a
-    pytest-xdist worker makes it under a file lock in the session's shared folder, the other
-    reads it. Callers copy the folder before they change anything in it
-    (:func:`copied_run`)."""
+    """``made_once(name, make)``: the path ``make(path)`` wrote (a path not there before) and
+    what it returned (read back from a pickle), with ``make`` called once per test session
+    under ``name``: a pytest-xdist worker makes it under a file lock in the session's shared
+    folder, the other reads it. Callers copy it before they change anything in it
+    (:func:`copied_run`); the marks it left are those of its first caller's folder."""
     import pickle
     import shutil
 
