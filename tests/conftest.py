@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,57 @@ def _ledger_key(tmp_path_factory):
         # the high-water marks under an LDP_AUDIT_KEY of a test: never the user's ~/.local/state
         mp.setenv("XDG_STATE_HOME", str(key_dir / "state"))
         yield key_dir / "ledger.key"
+
+
+def _session_folder(tmp_path_factory) -> Path:
+    """The temporary folder every pytest-xdist worker of the session sees (popen-gwN: the
+    session's folder is its own's parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def made_once(tmp_path_factory, _ledger_key):
+    """``made_once(name, make)``: the path ``make(path)`` wrote (a path not there before) and
+    what it returned (read back from a pickle), with ``make`` called once per test session
+    under ``name``: a pytest-xdist worker makes it under a file lock in the session's shared
+    folder, the other reads it. Callers copy it before they change anything in it
+    (:func:`copied_run`); the marks it left are those of its first caller's folder."""
+    import pickle
+    import shutil
+
+    from filelock import FileLock
+
+    shared = _session_folder(tmp_path_factory)
+
+    def get(name: str, make):
+        folder, done = shared / f"made-once-{name}", shared / f"made-once-{name}.pickle"
+        with FileLock(str(shared / f"made-once-{name}.lock")):
+            if not done.exists():
+                shutil.rmtree(folder, ignore_errors=True)  # a make that failed before
+                folder.mkdir()
+                done.write_bytes(pickle.dumps(make(folder / "run")))
+        return folder / "run", pickle.loads(done.read_bytes())
+
+    return get
+
+
+@pytest.fixture
+def copied_run(made_once, tmp_path, monkeypatch):
+    """``copied_run(name, make, out)``: :func:`made_once`'s run copied to ``out`` and what
+    ``make`` returned. The test gets its own folder of high-water marks (``LDP_AUDIT_HEADS``):
+    an analysis one test seals into its copy would otherwise make every other copy of the run
+    an older copy, refused as a rollback (``ldp_audit.accountant.ledger_marks``)."""
+    import shutil
+
+    monkeypatch.setenv("LDP_AUDIT_HEADS", str(tmp_path / "heads"))
+
+    def copy(name: str, make, out: Path):
+        folder, result = made_once(name, make)
+        shutil.copytree(folder, out, symlinks=True)
+        return result
+
+    return copy
 
 
 @pytest.fixture(scope="session", autouse=True)

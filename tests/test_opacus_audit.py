@@ -27,9 +27,9 @@ torch.set_num_threads(1)
 FAST = ["noise reused across consecutive updates"]
 
 
-def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path, capsys) -> None:
+def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path, capsys, copied_run) -> None:
     run = tmp_path / "run"
-    res = audited_run(run, 0)
+    res = copied_run("opacus-seed-0", lambda out: audited_run(out, 0), run)
     ex = res.extra
     assert not res.violation and ex["flagged_by"] == [] and ex["decided_by"] is None
     assert set(ex["tests"]) == {"steinke", "f-dp", "noise", "independence", "contribution",
@@ -398,11 +398,13 @@ def test_audit_run_refuses_another_systems_run(tmp_path: Path) -> None:
         audit_run(run, setting="grey-box")
 
 
-def test_a_transcript_without_the_released_noise_is_refused_by_name(tmp_path: Path) -> None:
+def test_a_transcript_without_the_released_noise_is_refused_by_name(
+    tmp_path: Path, copied_run
+) -> None:
     # a run written before the released noise was recorded (issue 36) is not audited with its
     # noise tests silently left out: the missing array is named
     run = tmp_path / "run"
-    audited_run(run, 0, epochs=1)
+    copied_run("opacus-seed-0-epochs-1", lambda out: audited_run(out, 0, epochs=1), run)
     arrays = dict(np.load(run / "transcript.npz"))
     del arrays["noise_sq"]
     np.savez(run / "transcript.npz", **arrays)

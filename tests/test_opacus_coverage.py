@@ -68,9 +68,9 @@ def test_pool_windows_flagged_at_small_and_large_offsets(
 # ------------------------------------------------------------------------------------------------
 
 
-def test_correct_run_covers_every_tensor_and_reads_consistent(tmp_path: Path) -> None:
+def test_correct_run_covers_every_tensor_and_reads_consistent(tmp_path: Path, copied_run) -> None:
     run = tmp_path / "run"
-    res = audited_run(run, 0)
+    res = copied_run("opacus-seed-0", lambda out: audited_run(out, 0), run)
     ex = res.extra
     assert not res.violation and ex["tests_not_run"] == {}
     cov = ex["coverage"]
@@ -209,13 +209,15 @@ def test_a_raw_gradient_written_into_the_momentum_is_flagged(tmp_path: Path) -> 
     assert ok.extra["tests"]["ledger"]["problems"] == []
 
 
-def test_an_edited_moved_unreleased_is_a_ledger_problem_not_a_crash(tmp_path: Path) -> None:
+def test_an_edited_moved_unreleased_is_a_ledger_problem_not_a_crash(
+    tmp_path: Path, copied_run
+) -> None:
     """metrics.json's moved_unreleased edited to a non-list and read with --allow-unverified:
     named as a ledger problem (exit 1), never a raw TypeError (exit 3)."""
     import json
 
     run = tmp_path / "run"
-    audited_run(run, 0, epochs=1)
+    copied_run("opacus-seed-0-epochs-1", lambda out: audited_run(out, 0, epochs=1), run)
     met = json.loads((run / "metrics.json").read_text())
     (run / "metrics.json").write_text(json.dumps({**met, "moved_unreleased": 5}))
     out = tmp_path / "a.json"
