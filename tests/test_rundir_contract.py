@@ -403,3 +403,40 @@ def test_a_file_system_without_flock_still_writes_runs(tmp_path, monkeypatch) ->
     r.open_ledger()
     r.finish()
     _run(tmp_path / "run", mode="overwrite")
+
+
+def test_a_signal_right_after_the_manifest_leaves_a_run_that_verifies(
+    tmp_path, monkeypatch
+) -> None:
+    """Session 58 probe (reading finish() for asynchronous-exception windows): a Ctrl-C /
+    SIGTERM whose KeyboardInterrupt came after manifest.json was renamed into place (during the
+    folder's fsync) left the writer unfinished; the interrupted close (the CLI's
+    ``finish_unfinished``, or a trainer's handler) then rewrote config.json as "interrupted"
+    under the complete manifest, and the run failed to verify (config.json changed) for
+    ``budget --verify``, ``report`` and ``--resume``. The signal is injected at that instant."""
+    from ldp_audit.accountant import Accountant, PureDpEvent
+    from ldp_audit.rundir import files, writer
+
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=0)
+    Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+    w.write_json("metrics.json", {})
+    real = files._fsync_dir
+
+    def fsync_then_signal(p):
+        real(p)
+        if (p / "manifest.json").exists():
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(files, "_fsync_dir", fsync_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        w.finish()
+    monkeypatch.setattr(files, "_fsync_dir", real)
+    writer.finish_unfinished()  # what the CLI does on the signal
+    with pytest.raises(RunDirectoryError, match="already finished"):
+        w.finish(status="interrupted")  # what a trainer's handler does: nothing rewritten
+    res = verify_run(run)
+    assert res.ok and res.status == "complete", res.problems
+    assert read_config(run)["status"] == "complete"
+    # the ledger's flock was let go: the run can be written again
+    RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="overwrite").finish()

@@ -363,13 +363,21 @@ class RunWriter:
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
 
-        write_json_file(self.path / "manifest.json", seal_manifest(man, self.path))
-        self._finished = True
-        _UNFINISHED.discard(self)
-        if self._held is not None:
-            self._held()  # closes the descriptor, once
-            self._held = None
-        return self.path / "manifest.json"
+        target = self.path / "manifest.json"
+        existed = target.exists()
+        try:
+            write_json_file(target, seal_manifest(man, self.path))
+        finally:
+            # sealed once it is in place, also when a signal's KeyboardInterrupt came after its
+            # rename (during the folder's fsync): a second finish("interrupted") would rewrite
+            # config.json under the sealed manifest and the run would fail to verify
+            if not existed and target.exists():
+                self._finished = True
+                _UNFINISHED.discard(self)
+                if self._held is not None:
+                    self._held()  # closes the descriptor, once
+                    self._held = None
+        return target
 
 
 #: the runs this process started and has not finished (weakly held)
