@@ -429,19 +429,23 @@ def write_artifact(
             f"--overwrite to replace it"
         )
     earlier = target.read_bytes() if overwrite and target.is_file() else None
-    digest = write_json_file(target, obj, replace=overwrite)
-    pin_checked(None, {target: digest})  # this process's readers read what it wrote
-    for w in [w for w in _UNFINISHED if w.path.resolve() == p.resolve()]:
-        w._wrote[name] = digest  # a run this process still writes: its manifest lists it
-    if not seal:
-        return target
     try:
-        seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
+        try:
+            digest = write_json_file(target, obj, replace=overwrite)
+        except RunDirectoryError:  # refused, or failed before its rename: nothing put in place
+            seal = False
+            raise
+        pin_checked(None, {target: digest})  # this process's readers read what it wrote
+        for w in [w for w in _UNFINISHED if w.path.resolve() == p.resolve()]:
+            w._wrote[name] = digest  # a run this process still writes: its manifest lists it
+        if seal:
+            seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     except BaseException:
-        # Ctrl-C, SIGTERM, a full disk: the artefact is left as the index seals it (the earlier
-        # one put back, a new one removed; kept once sealed), never one every reader refuses
+        # Ctrl-C, SIGTERM (also one right after the rename), a full disk: the artefact is left
+        # as the index seals it (the earlier one put back, a new one removed; kept once
+        # sealed), never one every reader refuses
         with contextlib.suppress(Exception):
-            if sealed_sha256(p, name) != sha256_file(target):
+            if seal and sealed_sha256(p, name) != sha256_file(target):
                 if earlier is None:
                     target.unlink()
                 else:
