@@ -440,3 +440,43 @@ def test_a_signal_right_after_the_manifest_leaves_a_run_that_verifies(
     assert read_config(run)["status"] == "complete"
     # the ledger's flock was let go: the run can be written again
     RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="overwrite").finish()
+
+
+def test_an_overwrite_interrupted_while_it_deletes_can_be_overwritten_again(
+    tmp_path, monkeypatch
+) -> None:
+    """Session 58 probe: ``--overwrite`` deleted the earlier run with one ``rmtree``; a Ctrl-C
+    (or a kill) after it had deleted config.json but not every other file left a folder that
+    is no run, and every later ``--overwrite`` refused it ("not a run or report folder;
+    refusing to delete it"): the user had to delete it by hand. The signal is injected after
+    each deletion in turn: every cut leaves a folder that reads as an unfinished run (its
+    manifest goes first) and that ``--overwrite`` replaces."""
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    def run_at(path, mode="new"):
+        w = RunWriter(path, algorithm="test", config={"a": 1}, seed=0, mode=mode)
+        Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+        w.write_npz("transcript.npz", {"report": np.zeros((2, 2))})
+        w.write_json("metrics.json", {})
+        w.finish()
+
+    real = os.unlink
+    for cut in range(1, 6):  # config, ledger, transcript, metrics, manifest
+        run = tmp_path / f"run{cut}"
+        run_at(run)
+        done = []
+
+        def unlink(path, *a, _cut=cut, _done=done, **k):
+            real(path, *a, **k)
+            _done.append(os.path.basename(path))
+            if len(_done) == _cut:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(os, "unlink", unlink)
+        with pytest.raises(KeyboardInterrupt):
+            RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="overwrite")
+        monkeypatch.setattr(os, "unlink", real)
+        assert not (run / "manifest.json").exists(), (cut, done)  # reads as unfinished
+        check_new_dir(run, overwrite=True)  # still an earlier run, not a foreign folder
+        run_at(run, mode="overwrite")
+        assert verify_run(run).ok, (cut, verify_run(run).problems)

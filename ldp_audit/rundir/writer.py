@@ -183,7 +183,7 @@ class RunWriter:
                     held = hold_file(self.ledger_path, f"run {str(self.path)!r}")
                     if held is not None:
                         os.close(held)
-                shutil.rmtree(self.path)
+                _remove_run(self.path)
             self.path.mkdir(parents=True, exist_ok=True)
             cfg_doc["versions"] = versions()
             cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
@@ -452,6 +452,20 @@ def write_artifact(
                     write_bytes_file(target, earlier, replace=True)
         raise
     return target
+
+
+def _remove_run(p: Path) -> None:
+    """Delete the earlier run ``p``: its manifest first and its config.json last, so that one
+    interrupted meanwhile (Ctrl-C, a kill) reads as an unfinished run that ``--overwrite``
+    replaces (session 58: a single ``rmtree`` stopped after config.json left a folder every
+    later ``--overwrite`` refused as no run)."""
+    last = p / "config.json"
+    for f in sorted(p.iterdir(), key=lambda f: (f.name != "manifest.json", f == last)):
+        if f.is_dir() and not f.is_symlink():
+            shutil.rmtree(f)
+        else:
+            f.unlink()
+    p.rmdir()
 
 
 def _unjsonable(v: Any, at: str) -> str | None:
