@@ -480,3 +480,40 @@ def test_an_overwrite_interrupted_while_it_deletes_can_be_overwritten_again(
         check_new_dir(run, overwrite=True)  # still an earlier run, not a foreign folder
         run_at(run, mode="overwrite")
         assert verify_run(run).ok, (cut, verify_run(run).problems)
+
+
+def test_a_resume_interrupted_while_it_deletes_can_be_resumed_again(tmp_path, monkeypatch) -> None:
+    """Session 58 probe: ``--resume`` deleted the interrupted attempt's outputs before its
+    manifest, so a Ctrl-C (or a kill) between the two left a sealed manifest over missing files:
+    ``budget --verify`` said transcript.npz was missing and every later ``--resume`` refused the
+    run as one that does not verify. The manifest now goes first; the signal is injected after
+    each deletion in turn, and every cut leaves a run that a second resume completes."""
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    def attempt(path, mode, status):
+        w = RunWriter(path, algorithm="test", config={"a": 1}, seed=0, mode=mode)
+        Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+        w.write_npz("transcript.npz", {"report": np.zeros((2, 2))})
+        w.write_json("metrics.json", {})
+        w.finish(status=status)
+
+    real = os.unlink
+    for cut in range(1, 4):  # manifest, transcript, metrics
+        run = tmp_path / f"run{cut}"
+        attempt(run, "new", "interrupted")
+        done = []
+
+        def unlink(path, *a, _cut=cut, _done=done, **k):
+            real(path, *a, **k)
+            _done.append(os.path.basename(path))
+            if len(_done) == _cut:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(os, "unlink", unlink)
+        with pytest.raises(KeyboardInterrupt):
+            RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="resume")
+        monkeypatch.setattr(os, "unlink", real)
+        assert not (run / "manifest.json").exists(), (cut, done)  # reads as unfinished
+        attempt(run, "resume", "complete")
+        res = verify_run(run)
+        assert res.ok and res.status == "complete", (cut, res.problems)

@@ -226,8 +226,10 @@ class RunWriter:
         self._hold()  # two --resume of one run at once: the second refused before any change
         self._check_unfinished()
         # outputs of the interrupted attempt are superseded (the ledger is kept), and so are
-        # the analyses of them sealed against its manifest
-        for name in (*RUN_FILES, ANALYSES_INDEX):
+        # the analyses of them sealed against its manifest; the manifest first, so that a
+        # resume stopped here (Ctrl-C, a kill) leaves an unfinished run, never a sealed
+        # manifest over missing files that no later resume accepts
+        for name in ("manifest.json", ANALYSES_INDEX, *RUN_FILES):
             if name not in ("config.json", "ledger.sqlite"):
                 (p / name).unlink(missing_ok=True)
         for f in p.iterdir():
