@@ -517,3 +517,29 @@ def test_a_resume_interrupted_while_it_deletes_can_be_resumed_again(tmp_path, mo
         attempt(run, "resume", "complete")
         res = verify_run(run)
         assert res.ok and res.status == "complete", (cut, res.problems)
+
+
+def test_a_signal_right_after_a_run_is_locked_lets_the_lock_go(tmp_path, monkeypatch) -> None:
+    """Session 58 probe: a KeyboardInterrupt raised right after ``hold_file`` took the run's
+    ``flock`` (the check after the call) lost the descriptor with the lock held, so every later
+    writer of the run in that process (a notebook's next ``--resume`` / ``overwrite``) was
+    refused as "being written by another process" until the process ended."""
+    import fcntl
+
+    from ldp_audit.rundir.files import hold_file
+
+    f = tmp_path / "ledger.sqlite"
+    f.write_bytes(b"")
+    real = fcntl.flock
+
+    def flock_then_signal(fd, op):
+        real(fd, op)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fcntl, "flock", flock_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        hold_file(f, "run 'x'")
+    monkeypatch.setattr(fcntl, "flock", real)
+    fd = hold_file(f, "run 'x'")  # not refused: the lock was let go
+    assert fd is not None
+    os.close(fd)
