@@ -475,6 +475,36 @@ def test_keyboard_interrupt_in_process_is_one_line_130(
     ]
 
 
+def test_a_signal_of_another_kind_during_the_close_is_still_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Session 58 probe: SIGINT, then SIGTERM while ``main`` closed the runs the first left
+    (``finish_unfinished``; a second signal of the same kind is the watchdog's forced exit, one
+    of another kind is not): the second's exception escaped ``main``'s handler, a raw
+    traceback. Now the close stops there and the command ends with the second's line and code."""
+    import ldp_audit.report as report
+    import ldp_audit.rundir.writer as writer
+    from ldp_audit.interrupts import Terminated
+
+    def boom(*a: object, **k: object) -> None:
+        raise KeyboardInterrupt
+
+    def second(*a: object, **k: object) -> None:
+        raise Terminated
+
+    monkeypatch.setattr(report, "build_report", boom)
+    monkeypatch.setattr(writer, "finish_unfinished", second)
+    from tests.test_report_fixtures import make_run
+
+    run = make_run(tmp_path / "r")
+    argv = ["report", str(run), "-o", str(tmp_path / "o"), "--allow-unverified"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 143 and "Traceback" not in err
+    assert err.strip().splitlines() == [
+        "ldp-audit: terminated; files written so far are consistent"
+    ]
+
+
 def _cli_cmd() -> list[str]:
     return [sys.executable, "-c", "import sys; from ldp_audit.cli import main; sys.exit(main())"]
 

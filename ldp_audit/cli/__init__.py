@@ -146,13 +146,17 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     try:
         code = _main(argv)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        last = exc
         writer = sys.modules.get("ldp_audit.rundir.writer")  # none imported: no run started
         if writer is not None:  # a run the signal caught before its trainer's own handler
             from ldp_audit.interrupts import closing
 
-            with closing():  # the forced exit waits for it (bounded)
-                writer.finish_unfinished()
-        code = interrupted("ldp-audit", exc)
+            try:
+                with closing():  # the forced exit waits for it (bounded)
+                    writer.finish_unfinished()
+            except KeyboardInterrupt as again:  # a signal of the other kind: the close stops
+                last = again  # (a second of the same kind is the watchdog's forced exit)
+        code = interrupted("ldp-audit", last)
         if dog is not None and argv is None:
             dog.exit_now(code)
         return code
