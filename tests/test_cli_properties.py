@@ -505,6 +505,33 @@ def test_a_signal_of_another_kind_during_the_close_is_still_one_line(
     ]
 
 
+def test_sigterm_turned_into_a_plain_keyboard_interrupt_still_ends_143(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Session 58 probe: `train dprl` SIGTERMed 1.4 s into training ended 130 "interrupted":
+    its training loop catches the signal's ``Terminated`` to close the run and raises a plain
+    ``KeyboardInterrupt`` after it. ``main`` knows which signal it raised; the code is 143."""
+    import ldp_audit.report as report
+
+    def caught_and_raised_again(*a: object, **k: object) -> None:
+        try:
+            signal.raise_signal(signal.SIGTERM)  # main's handler raises Terminated here
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt from None
+
+    monkeypatch.setattr(report, "build_report", caught_and_raised_again)
+    from tests.test_report_fixtures import make_run
+
+    run = make_run(tmp_path / "r")
+    argv = ["report", str(run), "-o", str(tmp_path / "o"), "--allow-unverified"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 143, err
+    assert err.strip().splitlines() == [
+        "ldp-audit: terminated; files written so far are consistent"
+    ]
+
+
 def _cli_cmd() -> list[str]:
     return [sys.executable, "-c", "import sys; from ldp_audit.cli import main; sys.exit(main())"]
 

@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     from ldp_audit.cli.signals import SignalWatchdog
 
     old: dict[int, Any] = {}  # signal -> the handler it had
+    raised: list[int] = []  # the signals _raise turned into exceptions
     dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
 
     def _raise(signum: int, frame: object) -> None:
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
                 return
             if dog.defer(signum, frame):  # inside an import: raised when it has returned
                 return
+        raised.append(signum)
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     # from the start: SIGTERM while the subcommands' modules import (seconds on a loaded
@@ -146,7 +148,13 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     try:
         code = _main(argv)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
-        last = exc
+        # a trainer that caught SIGTERM's Terminated to close its run and raised a plain
+        # KeyboardInterrupt after it (train dprl) still ends 143
+        last = (
+            Terminated()
+            if raised[-1:] == [signal.SIGTERM] and type(exc) is KeyboardInterrupt
+            else exc
+        )
         writer = sys.modules.get("ldp_audit.rundir.writer")  # none imported: no run started
         if writer is not None:  # a run the signal caught before its trainer's own handler
             from ldp_audit.interrupts import closing
