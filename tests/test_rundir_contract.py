@@ -543,3 +543,26 @@ def test_a_signal_right_after_a_run_is_locked_lets_the_lock_go(tmp_path, monkeyp
     fd = hold_file(f, "run 'x'")  # not refused: the lock was let go
     assert fd is not None
     os.close(fd)
+
+
+def test_finish_is_waited_for_by_a_signals_forced_exit(tmp_path, monkeypatch) -> None:
+    """Session 58 probe: `train dprl` SIGINTed under load (load 10 on 2 cores) closed its run
+    for longer than the watchdog's 1 s grace and was force-exited with no manifest ("running"):
+    only pgc-a3c's close was inside ``interrupts.closing()``. ``finish`` now is, for every
+    trainer: the forced exit waits for the manifest (bounded)."""
+    from ldp_audit.interrupts import closing_open
+    from ldp_audit.rundir import writer
+
+    seen = []
+    real = writer.write_json_file
+
+    def write(target, obj, **k):
+        seen.append((target.name, closing_open()))
+        return real(target, obj, **k)
+
+    monkeypatch.setattr(writer, "write_json_file", write)
+    w = RunWriter(tmp_path / "run", algorithm="test", config={"a": 1}, seed=0)
+    assert seen == [("config.json", False)]
+    w.finish(status="interrupted")
+    assert seen[1:] == [("config.json", True), ("manifest.json", True)]
+    assert not closing_open()

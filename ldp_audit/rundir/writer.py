@@ -326,12 +326,19 @@ class RunWriter:
         did not write; the ledger's anchor, a MAC under the ledger key; after a resume, what
         was replayed) and mark ``config.json`` with the status. After this the run is
         read-only for the writer; the ledger :meth:`open_ledger` gave stays open for reads, its
-        empty ``ledger.sqlite-journal`` removed (:meth:`Ledger.settle`)."""
-        from ldp_audit.accountant.ledger import Ledger
-
+        empty ``ledger.sqlite-journal`` removed (:meth:`Ledger.settle`). A signal's forced exit
+        (the CLI's watchdog) waits for it, bounded (:func:`ldp_audit.interrupts.closing`)."""
         check_choice(status, "status", ("complete", "interrupted", "failed"))
         if self._finished:
             raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
+        from ldp_audit.interrupts import closing
+
+        with closing():  # its fsyncs take seconds on a loaded disk (train dprl, session 58)
+            return self._seal(status, info)
+
+    def _seal(self, status: str, info: dict[str, Any]) -> Path:
+        from ldp_audit.accountant.ledger import Ledger
+
         unpin_run(self.path)  # a check of the running run saw files finish() rewrites
         files = {}
         for f in sorted(self.path.iterdir()):
