@@ -532,6 +532,35 @@ def test_sigterm_turned_into_a_plain_keyboard_interrupt_still_ends_143(
     ]
 
 
+def test_a_signal_a_library_wrapped_is_still_one_line_130(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Session 58 probe: `attack dynamics` SIGINTed 5.7 s in ended 3, "internal error:
+    RuntimeError: Error calling __set_name__ on 'Field' instance 'tpr_at_fpr'" and a traceback:
+    the KeyboardInterrupt came while a dataclass of ldp_audit.attacks.scoring was made, and
+    Python 3.11 wraps an exception raised in ``__set_name__`` in a RuntimeError. Here a
+    descriptor's ``__set_name__`` raises it (wrapped on 3.11, not on 3.12+)."""
+    import ldp_audit.report as report
+
+    class Signalled:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise KeyboardInterrupt
+
+    def import_during_the_signal(*a: object, **k: object) -> None:
+        type("AttackResult", (), {"tpr_at_fpr": Signalled()})
+
+    monkeypatch.setattr(report, "build_report", import_during_the_signal)
+    from tests.test_report_fixtures import make_run
+
+    run = make_run(tmp_path / "r")
+    argv = ["report", str(run), "-o", str(tmp_path / "o"), "--allow-unverified"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        "ldp-audit: interrupted; files written so far are consistent"
+    ]
+
+
 def _cli_cmd() -> list[str]:
     return [sys.executable, "-c", "import sys; from ldp_audit.cli import main; sys.exit(main())"]
 

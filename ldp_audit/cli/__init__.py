@@ -284,6 +284,9 @@ def _main(argv: list[str] | None) -> int:
         print(f"ldp-audit: error: {why}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # a bug: one line, then the traceback as a bug report
+        signal_exc = _wrapped_signal(exc)
+        if signal_exc is not None:
+            raise signal_exc from None
         print(
             f"ldp-audit: internal error: {type(exc).__name__}: {exc}\n"
             "This is a bug in ldp-audit; please report it with the traceback below.",
@@ -294,6 +297,20 @@ def _main(argv: list[str] | None) -> int:
     finally:
         if isinstance(sys.stdout, _PipeSafe):
             sys.stdout = out
+
+
+def _wrapped_signal(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The signal's ``KeyboardInterrupt`` / ``Terminated`` that ``exc`` was raised from (its
+    ``__cause__`` chain), if any: code between Python and the handler can wrap it (Python 3.11
+    raises a RuntimeError "Error calling __set_name__" for one raised while a dataclass is made:
+    session 58, `attack dynamics` SIGINTed during its imports ended 3 with a traceback)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return None
 
 
 def _devnull_stdout(stream: Any) -> None:
