@@ -289,23 +289,29 @@ class Run:
         if self._closed:
             return self.path
         self._closed = True
-        arr = self.transcript.arrays()
-        if len(self.transcript):  # every release recorded its theta
-            arr["thetas"] = np.stack(self._thetas)
-            self.writer.write_npz("transcript.npz", arr)
-            self.writer.write_npz(
-                "secrets.npz",
-                {"value": np.asarray(self._secrets), "gradient": np.stack(self._clean)},
+        try:
+            arr = self.transcript.arrays()
+            if len(self.transcript):  # every release recorded its theta
+                arr["thetas"] = np.stack(self._thetas)
+                self.writer.write_npz("transcript.npz", arr)
+                self.writer.write_npz(
+                    "secrets.npz",
+                    {"value": np.asarray(self._secrets), "gradient": np.stack(self._clean)},
+                )
+            self.writer.write_json(
+                "metrics.json",
+                {
+                    "submissions": len(self.transcript),
+                    "agents": len({int(a) for a in arr.get("agent", [])}),
+                    "user": dict(metrics or {}),
+                },
             )
-        self.writer.write_json(
-            "metrics.json",
-            {
-                "submissions": len(self.transcript),
-                "agents": len({int(a) for a in arr.get("agent", [])}),
-                "user": dict(metrics or {}),
-            },
-        )
-        self.writer.finish(status=status)
+            self.writer.finish(status=status)
+        except BaseException:  # Ctrl-C while writing: marked interrupted, not left "running"
+            from ldp_audit.rundir.writer import finish_unfinished
+
+            finish_unfinished(path=self.path)
+            raise
         return self.path
 
     def __enter__(self) -> Run:

@@ -475,6 +475,92 @@ def test_keyboard_interrupt_in_process_is_one_line_130(
     ]
 
 
+def test_a_signal_of_another_kind_during_the_close_is_still_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Session 58 probe: SIGINT, then SIGTERM while ``main`` closed the runs the first left
+    (``finish_unfinished``; a second signal of the same kind is the watchdog's forced exit, one
+    of another kind is not): the second's exception escaped ``main``'s handler, a raw
+    traceback. Now the close stops there and the command ends with the second's line and code."""
+    import ldp_audit.report as report
+    import ldp_audit.rundir.writer as writer
+    from ldp_audit.interrupts import Terminated
+
+    def boom(*a: object, **k: object) -> None:
+        raise KeyboardInterrupt
+
+    def second(*a: object, **k: object) -> None:
+        raise Terminated
+
+    monkeypatch.setattr(report, "build_report", boom)
+    monkeypatch.setattr(writer, "finish_unfinished", second)
+    from tests.test_report_fixtures import make_run
+
+    run = make_run(tmp_path / "r")
+    argv = ["report", str(run), "-o", str(tmp_path / "o"), "--allow-unverified"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 143 and "Traceback" not in err
+    assert err.strip().splitlines() == [
+        "ldp-audit: terminated; files written so far are consistent"
+    ]
+
+
+def test_sigterm_turned_into_a_plain_keyboard_interrupt_still_ends_143(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Session 58 probe: `train dprl` SIGTERMed 1.4 s into training ended 130 "interrupted":
+    its training loop catches the signal's ``Terminated`` to close the run and raises a plain
+    ``KeyboardInterrupt`` after it. ``main`` knows which signal it raised; the code is 143."""
+    import ldp_audit.report as report
+
+    def caught_and_raised_again(*a: object, **k: object) -> None:
+        try:
+            signal.raise_signal(signal.SIGTERM)  # main's handler raises Terminated here
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt from None
+
+    monkeypatch.setattr(report, "build_report", caught_and_raised_again)
+    from tests.test_report_fixtures import make_run
+
+    run = make_run(tmp_path / "r")
+    argv = ["report", str(run), "-o", str(tmp_path / "o"), "--allow-unverified"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 143, err
+    assert err.strip().splitlines() == [
+        "ldp-audit: terminated; files written so far are consistent"
+    ]
+
+
+def test_a_signal_a_library_wrapped_is_still_one_line_130(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Session 58 probe: `attack dynamics` SIGINTed 5.7 s in ended 3, "internal error:
+    RuntimeError: Error calling __set_name__ on 'Field' instance 'tpr_at_fpr'" and a traceback:
+    the KeyboardInterrupt came while a dataclass of ldp_audit.attacks.scoring was made, and
+    Python 3.11 wraps an exception raised in ``__set_name__`` in a RuntimeError. Here a
+    descriptor's ``__set_name__`` raises it (wrapped on 3.11, not on 3.12+)."""
+    import ldp_audit.report as report
+
+    class Signalled:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise KeyboardInterrupt
+
+    def import_during_the_signal(*a: object, **k: object) -> None:
+        type("AttackResult", (), {"tpr_at_fpr": Signalled()})
+
+    monkeypatch.setattr(report, "build_report", import_during_the_signal)
+    from tests.test_report_fixtures import make_run
+
+    run = make_run(tmp_path / "r")
+    argv = ["report", str(run), "-o", str(tmp_path / "o"), "--allow-unverified"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        "ldp-audit: interrupted; files written so far are consistent"
+    ]
+
+
 def _cli_cmd() -> list[str]:
     return [sys.executable, "-c", "import sys; from ldp_audit.cli import main; sys.exit(main())"]
 

@@ -601,7 +601,7 @@ def test_a_read_only_run_is_refused_before_work_never_a_traceback(
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
-@pytest.mark.parametrize("at", ["before the seal", "after the seal"])
+@pytest.mark.parametrize("at", ["after its rename", "before the seal", "after the seal"])
 def test_an_artefact_write_interrupted_leaves_a_run_that_verifies(
     run: Path, monkeypatch, at: str, overwrite: bool
 ) -> None:
@@ -609,8 +609,12 @@ def test_an_artefact_write_interrupted_leaves_a_run_that_verifies(
     the new audit.json replaced the old one but before its seal (the wait for the index's lock
     or the key): the file no longer matched its sealed SHA-256 and every reader refused the run
     as edited; one landing just after the seal, on a new artefact, deleted the sealed file
-    ("sealed but missing"). Now the interrupted write puts back what the seal says."""
+    ("sealed but missing"). Now the interrupted write puts back what the seal says. Session 58
+    ("after its rename"): a signal's KeyboardInterrupt that came after the new file was renamed
+    into place but before the ``try`` that puts the earlier one back (the folder's fsync) left
+    the unsealed new file."""
     import ldp_audit.rundir.seal as seal
+    import ldp_audit.rundir.writer as writer
 
     new = [audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=1.0, samples=1000)]
     name = "audit.json" if overwrite else "attack_toy.json"
@@ -624,7 +628,9 @@ def test_an_artefact_write_interrupted_leaves_a_run_that_verifies(
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    if at == "before the seal":
+    if at == "after its rename":
+        monkeypatch.setattr(writer, "write_json_file", write_then_interrupt)
+    elif at == "before the seal":
         monkeypatch.setattr(seal, "_run_key", interrupted)
     else:
         monkeypatch.setattr(seal, "write_json_file", write_then_interrupt)

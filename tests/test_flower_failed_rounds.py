@@ -30,3 +30,22 @@ def test_rounds_count_rounds_not_distinct_parameters(tmp_path):
     assert metrics["submissions"] == 0
     assert json.loads((path / "manifest.json").read_text())["status"] == "failed"
     assert np.isfinite(metrics["seconds"])
+
+
+def test_a_signal_while_the_recorder_closes_marks_the_run_interrupted(tmp_path):
+    """Session 58 probe: ``FlowerRecorder.close`` finished the run in a ``finally`` with the
+    status it had chosen before writing, so a Ctrl-C while it wrote (here: the metrics) sealed
+    a run without its metrics.json as "complete". The signal is injected into that write."""
+    from ldp_audit.rundir import verify_run
+
+    rec = FlowerRecorder(tmp_path / "run", system="t", mechanism=Laplace(2.0, 2.0), private=None)
+    rec.broadcast(D.initial_arrays())
+
+    def write_json(name, obj):
+        raise KeyboardInterrupt
+
+    rec.writer.write_json = write_json
+    with pytest.raises(KeyboardInterrupt):
+        rec.close()
+    res = verify_run(tmp_path / "run")
+    assert res.ok and res.status == "interrupted", res.problems

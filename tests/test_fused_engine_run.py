@@ -114,3 +114,25 @@ def test_a_halt_from_another_thread_ends_the_kernel_at_the_next_lock_step():
     assert seen and seen[0] >= 1000
     assert int(eng.env_steps[0]) - seen[0] <= rows  # the lock-step in flight only
     assert eng.active.any() and int(eng.n_sub.sum()) < 5000  # stopped, not finished
+
+
+def test_a_signal_while_the_stop_handlers_are_installed_leaves_none_behind(monkeypatch):
+    """Session 58 probe: a signal's KeyboardInterrupt after ``train``'s SIGINT handler was
+    installed but before its restorer was returned (installing SIGTERM's, registering the
+    watchdog hook) left the run's handler in force for the rest of the process: a later Ctrl-C
+    (a notebook's) only set the stop flag of a finished engine. The signal is injected into the
+    hook's registration."""
+    import signal
+
+    import ldp_audit.interrupts as interrupts
+    from ldp_audit.training.pgc_a3c.grid import _install_stop_handlers
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def signalled(hook):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(interrupts, "on_signal", signalled)
+    with pytest.raises(KeyboardInterrupt):
+        _install_stop_handlers(type("E", (), {"stop_requested": False})(), [])
+    assert {s: signal.getsignal(s) for s in before} == before

@@ -365,7 +365,7 @@ def test_random_kills_during_creation(tmp_path):
         assert all(p.name.endswith(".sqlite") for p in d.iterdir()), sorted(os.listdir(d))
 
 
-def test_schema_version_1_refused_by_name_and_migrated_explicitly(tmp_path):
+def test_schema_version_1_refused_by_name_and_migrated_explicitly(tmp_path, monkeypatch):
     old = tmp_path / "v1.sqlite"
     con = sqlite3.connect(old)
     con.executescript(
@@ -399,6 +399,21 @@ def test_schema_version_1_refused_by_name_and_migrated_explicitly(tmp_path):
     led.close()
     with pytest.raises(LedgerError, match="exists"):
         migrate_v1(old, new)
+    # session 58 probe: a migration interrupted (Ctrl-C) after the new file was created left an
+    # empty keyed ledger there (zero spend, no sign of the migration) that the rerun refused as
+    # "exists"; now it is removed, and the rerun migrates
+    again = tmp_path / "v2b.sqlite"
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Ledger, "_seal_meta", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        migrate_v1(old, again)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v1.sqlite", "v2.sqlite"]
+    with migrate_v1(old, again) as led:
+        assert led.verify()["rows"] == 3
 
 
 _WRITER = r"""

@@ -118,6 +118,29 @@ def test_release_charges_first_and_refuses_bad_input(tmp_path) -> None:
         open_run(path, system="s", mechanism=mech)
 
 
+def test_a_signal_while_the_run_closes_still_marks_it_interrupted(tmp_path) -> None:
+    """Session 58 probe: ``Run.close`` set its closed flag before writing, so a Ctrl-C whose
+    KeyboardInterrupt came while it wrote the transcript (the ``with`` block's normal end) left
+    the run with no manifest ("running", as after SIGKILL): ``__exit__``'s close("interrupted")
+    returned at once. The signal is injected into the transcript's write."""
+    from ldp_audit.rundir import read_config, verify_run
+
+    mech = Laplace(epsilon=1.0, clip=1.0)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        open_run(tmp_path / "r", system="s", mechanism=mech) as run,
+    ):
+        run.release(np.ones(2), agent=0, theta=np.zeros(2))
+
+        def write_npz(name, arrays):
+            raise KeyboardInterrupt
+
+        run.writer.write_npz = write_npz
+    res = verify_run(tmp_path / "r")
+    assert res.ok and res.status == "interrupted", res.problems
+    assert read_config(tmp_path / "r")["status"] == "interrupted"
+
+
 def _arm_means(thetas, values, rng, alpha):  # a bandit's 3 noisy arm means; theta: 1 number
     g = rng.normal(0.0, 0.1, (len(values), 3))
     g[np.arange(len(values)), np.asarray(values, dtype=int)] += 1.0

@@ -408,3 +408,166 @@ def test_a_file_system_without_flock_still_writes_runs(tmp_path, monkeypatch) ->
     r.open_ledger()
     r.finish()
     _run(tmp_path / "run", mode="overwrite")
+
+
+def test_a_signal_right_after_the_manifest_leaves_a_run_that_verifies(
+    tmp_path, monkeypatch
+) -> None:
+    """Session 58 probe (reading finish() for asynchronous-exception windows): a Ctrl-C /
+    SIGTERM whose KeyboardInterrupt came after manifest.json was renamed into place (during the
+    folder's fsync) left the writer unfinished; the interrupted close (the CLI's
+    ``finish_unfinished``, or a trainer's handler) then rewrote config.json as "interrupted"
+    under the complete manifest, and the run failed to verify (config.json changed) for
+    ``budget --verify``, ``report`` and ``--resume``. The signal is injected at that instant."""
+    from ldp_audit.accountant import Accountant, PureDpEvent
+    from ldp_audit.rundir import files, writer
+
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=0)
+    Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+    w.write_json("metrics.json", {})
+    real = files._fsync_dir
+
+    def fsync_then_signal(p):
+        real(p)
+        if (p / "manifest.json").exists():
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(files, "_fsync_dir", fsync_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        w.finish()
+    monkeypatch.setattr(files, "_fsync_dir", real)
+    writer.finish_unfinished()  # what the CLI does on the signal
+    with pytest.raises(RunDirectoryError, match="already finished"):
+        w.finish(status="interrupted")  # what a trainer's handler does: nothing rewritten
+    res = verify_run(run)
+    assert res.ok and res.status == "complete", res.problems
+    assert read_config(run)["status"] == "complete"
+    # the ledger's flock was let go: the run can be written again
+    RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="overwrite").finish()
+
+
+def test_an_overwrite_interrupted_while_it_deletes_can_be_overwritten_again(
+    tmp_path, monkeypatch
+) -> None:
+    """Session 58 probe: ``--overwrite`` deleted the earlier run with one ``rmtree``; a Ctrl-C
+    (or a kill) after it had deleted config.json but not every other file left a folder that
+    is no run, and every later ``--overwrite`` refused it ("not a run or report folder;
+    refusing to delete it"): the user had to delete it by hand. The signal is injected after
+    each deletion in turn: every cut leaves a folder that reads as an unfinished run (its
+    manifest goes first) and that ``--overwrite`` replaces."""
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    def run_at(path, mode="new"):
+        w = RunWriter(path, algorithm="test", config={"a": 1}, seed=0, mode=mode)
+        Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+        w.write_npz("transcript.npz", {"report": np.zeros((2, 2))})
+        w.write_json("metrics.json", {})
+        w.finish()
+
+    real = os.unlink
+    for cut in range(1, 6):  # config, ledger, transcript, metrics, manifest
+        run = tmp_path / f"run{cut}"
+        run_at(run)
+        done = []
+
+        def unlink(path, *a, _cut=cut, _done=done, **k):
+            real(path, *a, **k)
+            _done.append(os.path.basename(path))
+            if len(_done) == _cut:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(os, "unlink", unlink)
+        with pytest.raises(KeyboardInterrupt):
+            RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="overwrite")
+        monkeypatch.setattr(os, "unlink", real)
+        assert not (run / "manifest.json").exists(), (cut, done)  # reads as unfinished
+        check_new_dir(run, overwrite=True)  # still an earlier run, not a foreign folder
+        run_at(run, mode="overwrite")
+        assert verify_run(run).ok, (cut, verify_run(run).problems)
+
+
+def test_a_resume_interrupted_while_it_deletes_can_be_resumed_again(tmp_path, monkeypatch) -> None:
+    """Session 58 probe: ``--resume`` deleted the interrupted attempt's outputs before its
+    manifest, so a Ctrl-C (or a kill) between the two left a sealed manifest over missing files:
+    ``budget --verify`` said transcript.npz was missing and every later ``--resume`` refused the
+    run as one that does not verify. The manifest now goes first; the signal is injected after
+    each deletion in turn, and every cut leaves a run that a second resume completes."""
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    def attempt(path, mode, status):
+        w = RunWriter(path, algorithm="test", config={"a": 1}, seed=0, mode=mode)
+        Accountant(ledger=w.open_ledger()).charge("x", PureDpEvent(1.0))
+        w.write_npz("transcript.npz", {"report": np.zeros((2, 2))})
+        w.write_json("metrics.json", {})
+        w.finish(status=status)
+
+    real = os.unlink
+    for cut in range(1, 4):  # manifest, transcript, metrics
+        run = tmp_path / f"run{cut}"
+        attempt(run, "new", "interrupted")
+        done = []
+
+        def unlink(path, *a, _cut=cut, _done=done, **k):
+            real(path, *a, **k)
+            _done.append(os.path.basename(path))
+            if len(_done) == _cut:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(os, "unlink", unlink)
+        with pytest.raises(KeyboardInterrupt):
+            RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="resume")
+        monkeypatch.setattr(os, "unlink", real)
+        assert not (run / "manifest.json").exists(), (cut, done)  # reads as unfinished
+        attempt(run, "resume", "complete")
+        res = verify_run(run)
+        assert res.ok and res.status == "complete", (cut, res.problems)
+
+
+def test_a_signal_right_after_a_run_is_locked_lets_the_lock_go(tmp_path, monkeypatch) -> None:
+    """Session 58 probe: a KeyboardInterrupt raised right after ``hold_file`` took the run's
+    ``flock`` (the check after the call) lost the descriptor with the lock held, so every later
+    writer of the run in that process (a notebook's next ``--resume`` / ``overwrite``) was
+    refused as "being written by another process" until the process ended."""
+    import fcntl
+
+    from ldp_audit.rundir.files import hold_file
+
+    f = tmp_path / "ledger.sqlite"
+    f.write_bytes(b"")
+    real = fcntl.flock
+
+    def flock_then_signal(fd, op):
+        real(fd, op)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fcntl, "flock", flock_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        hold_file(f, "run 'x'")
+    monkeypatch.setattr(fcntl, "flock", real)
+    fd = hold_file(f, "run 'x'")  # not refused: the lock was let go
+    assert fd is not None
+    os.close(fd)
+
+
+def test_finish_is_waited_for_by_a_signals_forced_exit(tmp_path, monkeypatch) -> None:
+    """Session 58 probe: `train dprl` SIGINTed under load (load 10 on 2 cores) closed its run
+    for longer than the watchdog's 1 s grace and was force-exited with no manifest ("running"):
+    only pgc-a3c's close was inside ``interrupts.closing()``. ``finish`` now is, for every
+    trainer: the forced exit waits for the manifest (bounded)."""
+    from ldp_audit.interrupts import closing_open
+    from ldp_audit.rundir import writer
+
+    seen = []
+    real = writer.write_json_file
+
+    def write(target, obj, **k):
+        seen.append((target.name, closing_open()))
+        return real(target, obj, **k)
+
+    monkeypatch.setattr(writer, "write_json_file", write)
+    w = RunWriter(tmp_path / "run", algorithm="test", config={"a": 1}, seed=0)
+    assert seen == [("config.json", False)]
+    w.finish(status="interrupted")
+    assert seen[1:] == [("config.json", True), ("manifest.json", True)]
+    assert not closing_open()

@@ -8,6 +8,7 @@ time and run id). This module imports the ledger; the ledger never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -58,17 +59,24 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
     except sqlite3.Error as exc:
         raise LedgerError(f"cannot read version-1 ledger {src_s!r}: {exc}") from exc
     led = Ledger(dst_s)
-    store = led.store
-    with led.transaction():
-        # consecutive rows of one run id and time (a batch of charges) go in together
-        for (t, run_id), group in itertools.groupby(rows, key=lambda r: (r[3], r[4])):
-            led.charge_rows([(a, e, s) for a, e, s, _, _ in group], run_id=run_id, when=t)
-        for k2, v in meta.items():
-            if k2 not in ("application", "schema_version", "created", "ledger_id", "key_id"):
-                store.put_meta(k2, v)
-        store.put_meta(
-            f"migrated_from_v{version}",
-            json.dumps({"path": src_s, "rows": len(rows)}),
-        )
-        led._seal_meta()
+    try:
+        store = led.store
+        with led.transaction():
+            # consecutive rows of one run id and time (a batch of charges) go in together
+            for (t, run_id), group in itertools.groupby(rows, key=lambda r: (r[3], r[4])):
+                led.charge_rows([(a, e, s) for a, e, s, _, _ in group], run_id=run_id, when=t)
+            for k2, v in meta.items():
+                if k2 not in ("application", "schema_version", "created", "ledger_id", "key_id"):
+                    store.put_meta(k2, v)
+            store.put_meta(
+                f"migrated_from_v{version}",
+                json.dumps({"path": src_s, "rows": len(rows)}),
+            )
+            led._seal_meta()
+    except BaseException:  # Ctrl-C, a full disk: no empty ledger (zero spend) left in its place
+        led.close()
+        for f in (dst_s, f"{dst_s}-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(f)
+        raise
     return led

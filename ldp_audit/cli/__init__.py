@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     from ldp_audit.cli.signals import SignalWatchdog
 
     old: dict[int, Any] = {}  # signal -> the handler it had
+    raised: list[int] = []  # the signals _raise turned into exceptions
     dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
 
     def _raise(signum: int, frame: object) -> None:
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
                 return
             if dog.defer(signum, frame):  # inside an import: raised when it has returned
                 return
+        raised.append(signum)
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     # from the start: SIGTERM while the subcommands' modules import (seconds on a loaded
@@ -146,13 +148,23 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     try:
         code = _main(argv)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        # a trainer that caught SIGTERM's Terminated to close its run and raised a plain
+        # KeyboardInterrupt after it (train dprl) still ends 143
+        last = (
+            Terminated()
+            if raised[-1:] == [signal.SIGTERM] and type(exc) is KeyboardInterrupt
+            else exc
+        )
         writer = sys.modules.get("ldp_audit.rundir.writer")  # none imported: no run started
         if writer is not None:  # a run the signal caught before its trainer's own handler
             from ldp_audit.interrupts import closing
 
-            with closing():  # the forced exit waits for it (bounded)
-                writer.finish_unfinished()
-        code = interrupted("ldp-audit", exc)
+            try:
+                with closing():  # the forced exit waits for it (bounded)
+                    writer.finish_unfinished()
+            except KeyboardInterrupt as again:  # a signal of the other kind: the close stops
+                last = again  # (a second of the same kind is the watchdog's forced exit)
+        code = interrupted("ldp-audit", last)
         if dog is not None and argv is None:
             dog.exit_now(code)
         return code
@@ -272,6 +284,9 @@ def _main(argv: list[str] | None) -> int:
         print(f"ldp-audit: error: {why}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # a bug: one line, then the traceback as a bug report
+        signal_exc = _wrapped_signal(exc)
+        if signal_exc is not None:
+            raise signal_exc from None
         print(
             f"ldp-audit: internal error: {type(exc).__name__}: {exc}\n"
             "This is a bug in ldp-audit; please report it with the traceback below.",
@@ -282,6 +297,20 @@ def _main(argv: list[str] | None) -> int:
     finally:
         if isinstance(sys.stdout, _PipeSafe):
             sys.stdout = out
+
+
+def _wrapped_signal(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The signal's ``KeyboardInterrupt`` / ``Terminated`` that ``exc`` was raised from (its
+    ``__cause__`` chain), if any: code between Python and the handler can wrap it (Python 3.11
+    raises a RuntimeError "Error calling __set_name__" for one raised while a dataclass is made:
+    session 58, `attack dynamics` SIGINTed during its imports ended 3 with a traceback)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return None
 
 
 def _devnull_stdout(stream: Any) -> None:

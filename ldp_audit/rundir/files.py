@@ -218,6 +218,9 @@ def hold_file(path: Path, who: str) -> int | None:
     except OSError:  # no flock here (some network or FUSE file systems)
         os.close(fd)
         return None
+    except BaseException:  # a signal's KeyboardInterrupt right after the lock: not left held
+        os.close(fd)  # by a descriptor no one can close (the run refused until the process ends)
+        raise
     return fd
 
 

@@ -184,7 +184,7 @@ class RunWriter:
                     held = hold_file(self.ledger_path, f"run {str(self.path)!r}")
                     if held is not None:
                         os.close(held)
-                shutil.rmtree(self.path)
+                _remove_run(self.path)
             self.path.mkdir(parents=True, exist_ok=True)
             cfg_doc["versions"] = versions()
             cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
@@ -227,8 +227,10 @@ class RunWriter:
         self._hold()  # two --resume of one run at once: the second refused before any change
         self._check_unfinished()
         # outputs of the interrupted attempt are superseded (the ledger is kept), and so are
-        # the analyses of them sealed against its manifest
-        for name in (*RUN_FILES, ANALYSES_INDEX):
+        # the analyses of them sealed against its manifest; the manifest first, so that a
+        # resume stopped here (Ctrl-C, a kill) leaves an unfinished run, never a sealed
+        # manifest over missing files that no later resume accepts
+        for name in ("manifest.json", ANALYSES_INDEX, *RUN_FILES):
             if name not in ("config.json", "ledger.sqlite"):
                 (p / name).unlink(missing_ok=True)
         for f in p.iterdir():
@@ -339,12 +341,19 @@ class RunWriter:
         did not write; the ledger's anchor, a MAC under the ledger key; after a resume, what
         was replayed) and mark ``config.json`` with the status. After this the run is
         read-only for the writer; the ledger :meth:`open_ledger` gave stays open for reads, its
-        empty ``ledger.sqlite-journal`` removed (:meth:`Ledger.settle`)."""
-        from ldp_audit.accountant.ledger import Ledger
-
+        empty ``ledger.sqlite-journal`` removed (:meth:`Ledger.settle`). A signal's forced exit
+        (the CLI's watchdog) waits for it, bounded (:func:`ldp_audit.interrupts.closing`)."""
         check_choice(status, "status", ("complete", "interrupted", "failed"))
         if self._finished:
             raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
+        from ldp_audit.interrupts import closing
+
+        with closing():  # its fsyncs take seconds on a loaded disk (train dprl, session 58)
+            return self._seal(status, info)
+
+    def _seal(self, status: str, info: dict[str, Any]) -> Path:
+        from ldp_audit.accountant.ledger import Ledger
+
         unpin_run(self.path)  # a check of the running run saw files finish() rewrites
         files = {}
         for f in sorted(self.path.iterdir()):
@@ -378,13 +387,21 @@ class RunWriter:
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
 
-        write_json_file(self.path / "manifest.json", seal_manifest(man, self.path))
-        self._finished = True
-        _UNFINISHED.discard(self)
-        if self._held is not None:
-            self._held()  # closes the descriptor, once
-            self._held = None
-        return self.path / "manifest.json"
+        target = self.path / "manifest.json"
+        existed = target.exists()
+        try:
+            write_json_file(target, seal_manifest(man, self.path))
+        finally:
+            # sealed once it is in place, also when a signal's KeyboardInterrupt came after its
+            # rename (during the folder's fsync): a second finish("interrupted") would rewrite
+            # config.json under the sealed manifest and the run would fail to verify
+            if not existed and target.exists():
+                self._finished = True
+                _UNFINISHED.discard(self)
+                if self._held is not None:
+                    self._held()  # closes the descriptor, once
+                    self._held = None
+        return target
 
 
 #: the runs this process started and has not finished (weakly held)
@@ -441,25 +458,43 @@ def _write_sealed(p: Path, name: str, obj: Any, overwrite: bool, seal: bool) -> 
             f"--overwrite to replace it"
         )
     earlier = target.read_bytes() if overwrite and target.is_file() else None
-    digest = write_json_file(target, obj, replace=overwrite)
-    pin_checked(None, {target: digest})  # this process's readers read what it wrote
-    for w in [w for w in _UNFINISHED if w.path.resolve() == p.resolve()]:
-        w._wrote[name] = digest  # a run this process still writes: its manifest lists it
-    if not seal:
-        return target
     try:
-        seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
+        try:
+            digest = write_json_file(target, obj, replace=overwrite)
+        except RunDirectoryError:  # refused, or failed before its rename: nothing put in place
+            seal = False
+            raise
+        pin_checked(None, {target: digest})  # this process's readers read what it wrote
+        for w in [w for w in _UNFINISHED if w.path.resolve() == p.resolve()]:
+            w._wrote[name] = digest  # a run this process still writes: its manifest lists it
+        if seal:
+            seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     except BaseException:
-        # Ctrl-C, SIGTERM, a full disk: the artefact is left as the index seals it (the earlier
-        # one put back, a new one removed; kept once sealed), never one every reader refuses
+        # Ctrl-C, SIGTERM (also one right after the rename), a full disk: the artefact is left
+        # as the index seals it (the earlier one put back, a new one removed; kept once
+        # sealed), never one every reader refuses
         with contextlib.suppress(Exception):
-            if sealed_sha256(p, name) != sha256_file(target):
+            if seal and sealed_sha256(p, name) != sha256_file(target):
                 if earlier is None:
                     target.unlink()
                 else:
                     write_bytes_file(target, earlier, replace=True)
         raise
     return target
+
+
+def _remove_run(p: Path) -> None:
+    """Delete the earlier run ``p``: its manifest first and its config.json last, so that one
+    interrupted meanwhile (Ctrl-C, a kill) reads as an unfinished run that ``--overwrite``
+    replaces (session 58: a single ``rmtree`` stopped after config.json left a folder every
+    later ``--overwrite`` refused as no run)."""
+    last = p / "config.json"
+    for f in sorted(p.iterdir(), key=lambda f: (f.name != "manifest.json", f == last)):
+        if f.is_dir() and not f.is_symlink():
+            shutil.rmtree(f)
+        else:
+            f.unlink()
+    p.rmdir()
 
 
 def _unjsonable(v: Any, at: str) -> str | None:

@@ -194,6 +194,9 @@ class FlowerRecorder:
             )
             if self.model is not None:
                 self.writer.write_npz("model.npz", {"theta": self.model[None, :].copy()})
+        except BaseException as exc:  # Ctrl-C or a failure while writing: never "complete"
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            raise
         finally:
             self.writer.finish(status=status)
             self.accountant.close()

@@ -220,19 +220,25 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
         engine.stop_requested = True
         caught.append((signum, old[signum]))
 
-    for sig in sigs:
-        signal.signal(sig, on_signal)
-    # the fused engine's compiled block runs past Python's handler: the CLI's watchdog (which
-    # sees the signal at once, from its thread) ends it at the next lock-step
     from ldp_audit.interrupts import on_signal as watchdog_hook
 
-    unhook = watchdog_hook(getattr(engine, "halt_soon", lambda: None))
+    unhooks: list[Any] = []
 
     def restore() -> None:
-        unhook()
+        for unhook in unhooks:
+            unhook()
         for sig in sigs:
             signal.signal(sig, old[sig])
 
+    try:
+        for sig in sigs:
+            signal.signal(sig, on_signal)
+        # the fused engine's compiled block runs past Python's handler: the CLI's watchdog
+        # (which sees the signal at once, from its thread) ends it at the next lock-step
+        unhooks.append(watchdog_hook(getattr(engine, "halt_soon", lambda: None)))
+    except BaseException:  # a signal while they were installed: none is left behind
+        restore()
+        raise
     return restore
 
 
