@@ -46,6 +46,7 @@ episode runs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from functools import partial
 from pathlib import Path
@@ -54,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
+from ldp_audit.interrupts import closing
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.dprl.algos import DprlResult, make_network, train_dqn, train_reinforce
 from ldp_audit.training.dprl.config import DprlConfig
@@ -282,8 +284,9 @@ def train(
             writer.finish(status=status)
         raise
     interrupted = res.stopped == "interrupted"
-    if writer is not None:  # Ctrl-C: what was released so far, then re-raise
-        write_run(writer, res, status="interrupted" if interrupted else "complete")
+    if writer is not None:  # Ctrl-C: what was released so far (the forced exit waits), re-raise
+        with closing() if interrupted else contextlib.nullcontext():
+            write_run(writer, res, status="interrupted" if interrupted else "complete")
     if interrupted:
         raise KeyboardInterrupt
     return res

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.interrupts import closing
 from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
 from ldp_audit.training.fedrl.exchange import Log
 from ldp_audit.training.fedrl.gridworld import MapSet, generate_maps
@@ -290,8 +291,8 @@ def train_fedrl(
         w.finish()
         return metrics
     except BaseException:
-        with contextlib.suppress(Exception):  # the original exception matters more
-            if state.get("log") is not None:
+        with closing(), contextlib.suppress(Exception):  # the original exception matters more
+            if state.get("log") is not None:  # (closing: a signal's forced exit waits for it)
                 _write_log(w, state["log"])
             w.finish(status="interrupted")
         raise

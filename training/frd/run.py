@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.interrupts import closing
 from ldp_audit.report.plugin import section
 from ldp_audit.rundir import RunDir, RunWriter
 from ldp_audit.rundir.files import fmt_number
@@ -92,8 +93,9 @@ def train(
         w.write_json("metrics.json", met)
         w.write_npz("model.npz", res.model)
     except BaseException:
-        _write_partial(w, recs)
-        w.finish(status="interrupted")
+        with closing():  # a signal's forced exit waits for the close (bounded)
+            _write_partial(w, recs)
+            w.finish(status="interrupted")
         raise
     w.finish()
     return res
