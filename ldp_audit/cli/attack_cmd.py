@@ -108,7 +108,8 @@ def register(subparsers: Any) -> None:
         "dynamics",
         help="recover each agent's gravity from its noisy gradients (shadow-gradient attack)",
         description="Shadow-gradient dynamics inference; reports accuracy with a Clopper-Pearson "
-        "interval, the ceiling e^(T eps)/(e^(T eps)+k-1) and the implied epsilon lower bound.",
+        "interval, the ceiling the claim allows (e^(T eps)/(e^(T eps)+k-1) at equal secret "
+        "shares) and the implied epsilon lower bound.",
     )
     # on a run directory, --shadow defaults to the run system's attack's own
     _common(
