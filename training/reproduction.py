@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.parse import check_normal
+from ldp_audit.parse import INT_MAX, check_normal
 from ldp_audit.rundir.files import json_real, read_json, to_jsonable, write_json_file
 from ldp_audit.rundir.writer import machine
 
@@ -102,6 +102,8 @@ def _check_one(name: str, v: Any, tp: Any, b: dict[str, Any], optional: bool = F
             raise InvalidParameterError(
                 f"{name} must be {what}{_words(b, integer)}, got {v!r}{hint}"
             )
+        if integer and v > INT_MAX:  # as check_int and the CLI's parse_int (a signed int64)
+            raise InvalidParameterError(f"{name} must be <= {INT_MAX:,}, got {v!r}")
     if b.get("check") is not None:
         b["check"](v)
 
