@@ -326,6 +326,11 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
           "0.001"], ("--budget-epsilon must pay for at least one update",)),
         (["train", "fedrl", "--clip-outputs", "1e-300"], ("--clip-outputs",)),
         (["train", "fedrl", "--sigma", "1e40"], ("sigma",)),
+        # session 58: trained and wrote the run, then its accounting raised ZeroDivisionError
+        (["train", "fedrl", "--sigma", "1e-300", "--clip-outputs", "1"],
+         ("--sigma/--clip-outputs", ">= 1e-100")),
+        (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd", "--noise-multiplier",
+          "1e-300"], ("--noise-multiplier must be 0 or >= 1e-100",)),
         (["train", "frd", "--threshold", "600"], ("threshold",)),
         (["train", "frd", "--gravities", "9.8,9.8"], ("gravities",)),
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--pairs", ""], ("--pairs",)),

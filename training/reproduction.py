@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.accountant.events import NOISE_MULTIPLIER_RANGE
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.parse import INT_MAX, check_normal
 from ldp_audit.rundir.files import json_real, read_json, to_jsonable, write_json_file
@@ -119,6 +120,11 @@ def check_noise_levels(settings: Any, *names: str) -> None:
         values = getattr(settings, name)
         for v in values if isinstance(values, (tuple, list)) else (values,):
             check_normal(v, name, zero=True)
+            if 0 < v < NOISE_MULTIPLIER_RANGE[0]:  # a ledger's GaussianEvent: its floor
+                raise InvalidParameterError(
+                    f"{name} must be 0 or >= {NOISE_MULTIPLIER_RANGE[0]:g} (the accounting "
+                    f"squares it), got {v!r}"
+                )
 
 
 def check_fields(cfg: Any, **overrides: dict[str, Any]) -> None:
