@@ -241,7 +241,7 @@ class Run:
 
         if self._closed:
             raise InvalidParameterError("the run is closed; open a new one")
-        check_int(agent, "agent", minimum=0)
+        agent = check_int(agent, "agent", minimum=0)
         x = check_numeric(values, "values").astype(np.float64).reshape(1, -1)  # one report
         if self._clean and x.shape[1] != self._clean[0].size:
             # refused before the charge: a transcript holds one report shape
@@ -270,9 +270,9 @@ class Run:
             x,
             mechanism=self.mechanism,
             accountant=self.accountant,
-            agent_ids=[str(int(agent))],
+            agent_ids=[str(agent)],
             rng=self.rng,
-            meta={"trial": np.zeros(1, dtype=np.int64), "agent": np.array([int(agent)])},
+            meta={"trial": np.zeros(1, dtype=np.int64), "agent": np.array([agent])},
         )
         self.transcript.append(
             rel,

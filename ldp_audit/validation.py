@@ -25,6 +25,20 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.parse import INT_MAX, check_normal
 
 
+def _scalar(value: Any) -> Any:
+    """``value``'s number if it is a 0-d torch tensor (read detached: a Python bool, int, float
+    or complex; None for a meta tensor, which has no value) or a 0-d integer or float NumPy
+    array (its NumPy scalar); else ``value`` itself. The callers check the type."""
+    if hasattr(value, "detach") and getattr(value, "ndim", None) == 0:  # a 0-d torch tensor
+        try:
+            return value.detach().item()
+        except (RuntimeError, TypeError, ValueError):  # a meta tensor has no value
+            return None
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        return value[()]
+    return value
+
+
 def check_real(value: Any, name: str) -> float:
     """Return ``value`` as a float if it is a real number (type-checked, not coerced).
 
@@ -38,14 +52,7 @@ def check_real(value: Any, name: str) -> float:
     Raises:
         InvalidParameterError: ``value`` is not a real number.
     """
-    v = value
-    if hasattr(v, "detach") and getattr(v, "ndim", None) == 0:  # a 0-d torch tensor
-        try:
-            v = v.detach().item()  # a Python bool, int, float or complex: checked below
-        except (RuntimeError, TypeError, ValueError):  # a meta tensor has no value
-            v = None
-    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf":
-        v = v[()]
+    v = _scalar(value)
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
         raise InvalidParameterError(
             f"{name} must be a real number, got {value!r} ({type(value).__name__})"
@@ -94,12 +101,15 @@ def check_bool(value: Any, name: str) -> bool:
 def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int = INT_MAX) -> int:
     """Return ``value`` as an int if it is a ``numbers.Integral`` (not bool) in [``minimum``,
     ``maximum``] (``maximum`` defaults to :data:`ldp_audit.parse.INT_MAX`, a signed 64-bit
-    integer: larger values are an OverflowError deep inside NumPy, after work has started)."""
-    integral = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-    if not integral or (minimum is not None and int(value) < minimum):
+    integer: larger values are an OverflowError deep inside NumPy, after work has started).
+    As in :func:`check_real`, a 0-d integer torch tensor or NumPy array is its integer (an
+    agent id a loop holds as ``torch.tensor(3)``); a bool or float one is refused."""
+    x = _scalar(value)
+    integral = isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+    if not integral or (minimum is not None and int(x) < minimum):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise InvalidParameterError(f"{name} must be an integer{bound}, got {value!r}")
-    v = int(value)
+    v = int(x)
     if v > maximum:
         raise InvalidParameterError(f"{name} must be <= {maximum:,}, got {value!r}")
     return v

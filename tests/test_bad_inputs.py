@@ -309,6 +309,10 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         (["audit", "--mechanism", "lapalce", "--epsilon", "1"], ("laplace",)),
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--sigma", "1"], ("--sigma",)),
         (["audit", "--mechanism", "gaussian", "--sigma", "1", "--epsilon", "1"], ("--sigma",)),
+        # session 58: epsilon inf before (--sigma 1e-7); the bound named noise_multiplier only
+        (["audit", "--mechanism", "gaussian", "--sigma", "1e-7"], ("--sigma 1e-07", ">= 1e-05")),
+        (["audit", "--mechanism", "gaussian", "--epsilon", "1e12"],
+         ("--epsilon 1000000000000.0 (calibrated: sigma =", ">= 1e-05")),
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--domain", "0:1"], ("--domain",)),
         (["audit", "--mechanism", "json:dumps", "--epsilon", "1"], ("--epsilon",)),
         (["audit", "--scalar", "--mechanism", "json:dumps", "--domain", "0:1"], ("--epsilon",)),
@@ -322,6 +326,11 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
           "0.001"], ("--budget-epsilon must pay for at least one update",)),
         (["train", "fedrl", "--clip-outputs", "1e-300"], ("--clip-outputs",)),
         (["train", "fedrl", "--sigma", "1e40"], ("sigma",)),
+        # session 58: trained and wrote the run, then its accounting raised ZeroDivisionError
+        (["train", "fedrl", "--sigma", "1e-300", "--clip-outputs", "1"],
+         ("--sigma/--clip-outputs", ">= 1e-100")),
+        (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd", "--noise-multiplier",
+          "1e-300"], ("--noise-multiplier must be 0 or >= 1e-100",)),
         (["train", "frd", "--threshold", "600"], ("threshold",)),
         (["train", "frd", "--gravities", "9.8,9.8"], ("gravities",)),
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--pairs", ""], ("--pairs",)),

@@ -115,6 +115,9 @@ def test_audit_arguments_are_type_checked(kwargs: dict, needle: str) -> None:
         (lambda A: A.LaplaceEvent("1"), "epsilon"),
         (lambda A: A.LaplaceEvent(math.nan), "epsilon"),
         (lambda A: A.GaussianEvent(-1.0), "noise_multiplier"),
+        # session 58: charged, then every method raised ZeroDivisionError / OverflowError
+        (lambda A: A.GaussianEvent(1e-300), r"noise_multiplier must be .*>= 1e-100"),
+        (lambda A: A.GaussianEvent(1e300), r"noise_multiplier must be .*<= 1e\+100"),
         (lambda A: A.SelfComposedEvent(A.LaplaceEvent(1.0), 1.5), "count"),
         (lambda A: A.PoissonSampledEvent(1.5, A.GaussianEvent(1.0)), "sample_rate"),
         (lambda A: A.Accountant(ledger=":memory:").charge(1, A.LaplaceEvent(1.0)), "agent"),

@@ -80,6 +80,10 @@ def test_train_attack_report(tmp_path, capsys) -> None:
             "--budget-epsilon must be a finite number in (0, inf), got '0'",
         ),
         (["--lr", "-1e-3"], "--lr must be a finite number in (0, inf), got '-1e-3'"),
+        (  # session 58: taken; its canaries' inf norms made the model NaN
+            ["--canary-scale", "1e308"],
+            "--canary-scale must be a finite number in [1, 1e+06], got '1e308'",
+        ),
         (["--dropout", "1"], "--dropout must be a finite number in [0, 1), got '1'"),
         (["--buffer-size", "1.5"], "--buffer-size must be an integer >= 1, got '1.5'"),
         (

@@ -258,12 +258,20 @@ def test_memoised_rappor_is_prr_then_irr():
         (lambda: m.BasicRappor(k=4, f="0.5"), "f must be a real number"),
         (lambda: m.BasicRappor(k=4, p=0.8, q=0.7), "q must be greater than p"),
         (lambda: m.OneTimeRappor(k=1), "k must be an integer >= 2"),
+        # session 58: taken, then .epsilon raised 'math domain error' (1 - f/2 rounded to 1)
+        (lambda: m.OneTimeRappor(k=4, f=1e-20), r"f must be >= 2\^-52 = 2.22e-16, got 1e-20"),
+        (lambda: m.BasicRappor(k=4, f=5e-324), r"f must be >= 2\^-52"),
         (lambda: m.SymmetricUnaryEncoding(epsilon=1.0, k=2**21), "k must be <="),
     ],
 )
 def test_bad_parameters_are_refused(factory, match):
     with pytest.raises(InvalidParameterError, match=match):
         factory()
+
+
+def test_rappor_at_its_smallest_f_has_a_finite_epsilon():
+    for mech in (m.OneTimeRappor(k=4, f=2.0**-52), m.MemoisedRappor(k=4, f=2.0**-52, reports=3)):
+        assert math.isfinite(mech.epsilon) and mech.epsilon > 0
 
 
 @pytest.mark.parametrize("bad", [np.array([[4.0]]), np.array([[0.5]]), np.array([[np.nan]])])

@@ -145,11 +145,25 @@ def test_dbitflip_refuses_reports_that_memoisation_cannot_produce():
         (lambda: m.Loloha(True, 0.5, 8), "eps_perm must be"),
         (lambda: m.Loloha(1.0, 0.5, 8, g=1), "g must be"),
         (lambda: m.Loloha(1.0, 0.5, 8, reports=2**10 + 1), "reports must be"),
+        (lambda: m.MemoisedRappor(k=4, f=5e-324), r"f must be >= 2\^-52"),
+        # session 58: taken, then .epsilon raised 'math domain error' (q1 or q2 rounded to 0)
+        (lambda: m.Loloha(1e20, 1.0, 8), r"eps_perm = 1e\+20 and eps_1 = 1.0 \(g = 2\) give"),
+        (lambda: m.Loloha(20.0, 20.0 - 1e-9, 8), "a double cannot hold"),
     ],
 )
 def test_bad_parameters_are_refused(factory, match):
     with pytest.raises(InvalidParameterError, match=match):
         factory()
+
+
+def test_loloha_near_its_bounds_has_a_finite_epsilon():
+    for eps_perm, eps_1, g, reports in (
+        (36.0, 30.0, 2, 5),
+        (43.0, 42.0, 1024, 3),
+        (5.0, 4.9, 7, 9),
+    ):
+        e = m.Loloha(eps_perm, eps_1, 8, g=g, reports=reports).epsilon
+        assert math.isfinite(e) and eps_1 <= e <= eps_perm
 
 
 def test_configs_events_and_conformance():

@@ -297,15 +297,58 @@ def test_gaussian_delta_type_checked():
     [
         lambda m: m.Laplace(epsilon=1e-10, clip=1e300),
         lambda m: m.DiscreteLaplace(epsilon=1e-10, clip=1e300),
-        lambda m: m.Gaussian(clip=1e300, noise_multiplier=1e10),
     ],
-    ids=["laplace", "discrete-laplace", "gaussian"],
+    ids=["laplace", "discrete-laplace"],
 )
 def test_parameters_whose_outputs_overflow_are_refused(factory):
     from ldp_audit import mechanisms as m
 
     with pytest.raises(InvalidParameterError, match=r"overflow to inf"):
         factory(m)
+
+
+def test_discrete_laplace_grid_beyond_exact_doubles_is_refused() -> None:
+    """Session 58 scan: DiscreteLaplace(epsilon=1e-20, clip=1) released its input unnoised (the
+    geometric draws saturate at the int64 maximum and cancel); resolution=1e-300 overflowed the
+    grid index (every output one wrong value); resolution=1e308 was blamed on 'clip / epsilon'.
+    Refused where a grid index can pass 2^53; at d beyond the bound, privatize refuses."""
+    x = np.array([[0.3, -0.2]] * 8)
+    with pytest.raises(InvalidParameterError, match=r"epsilon=1e-20.*beyond 2\^53"):
+        m.DiscreteLaplace(epsilon=1e-20, clip=1.0)
+    with pytest.raises(InvalidParameterError, match=r"resolution=1e-300\) at d = 1"):
+        m.DiscreteLaplace(epsilon=1.0, clip=1.0, resolution=1e-300)
+    with pytest.raises(InvalidParameterError, match=r"resolution / epsilon = inf is too large"):
+        m.DiscreteLaplace(epsilon=1.0, clip=1.0, resolution=1e308)
+    small = m.DiscreteLaplace(epsilon=1e-11, clip=1.0)
+    y = small.privatize(x, np.random.default_rng(0))
+    # noised: P(|noise| <= 1) < 1e-9 per coordinate (fixed seed)
+    assert np.all(np.abs(y - small.clip_rows(x)) > 1.0)
+    with pytest.raises(InvalidParameterError, match=r"at d = 10000: its grid indices"):
+        small.privatize(np.zeros((1, 10_000)), np.random.default_rng(0))
+
+
+def test_gaussian_scales_whose_epsilon_or_privacy_loss_break_are_refused() -> None:
+    """Session 58 scan: Gaussian(noise_multiplier=1e-6) was taken with epsilon inf (a private
+    mechanism claiming no privacy), clip=1e-300 gave a NaN privacy_loss and clip=1e300 an
+    OverflowError from it, noise_multiplier=1e308 a refusal naming only 'sigma'. At the
+    bounds (noise_multiplier >= 1e-5; clip and sigma in [1e-100, 1e100]) both stay finite."""
+    cases = [
+        ({"clip": 1e300}, r"clip must be finite, >= 1e-100 and <= 1e\+100, got 1e\+300"),
+        ({"clip": 1e-300}, r"clip must be finite, >= 1e-100 and <= 1e\+100, got 1e-300"),
+        ({"noise_multiplier": 1e-6}, r"noise_multiplier must be finite, >= 1e-05, got 1e-06"),
+        ({"noise_multiplier": 1e308}, r"sigma = noise_multiplier x clip = 1e\+308 x 1.0"),
+        ({"noise_multiplier": 1e-5, "clip": 1e-99}, r"sigma = noise_multiplier x clip = 1e-05"),
+    ]
+    for kw, match in cases:
+        with pytest.raises(InvalidParameterError, match=match):
+            m.Gaussian(**{"clip": 1.0, "noise_multiplier": 1.0, **kw})
+    rng = np.random.default_rng(0)
+    for clip, nm in ((1e100, 1e-5), (1e-95, 1e-5), (1e-100, 1.0), (1.0, 1e100)):
+        g = m.Gaussian(clip=clip, noise_multiplier=nm)
+        assert math.isfinite(g.epsilon)
+        for a, b in g.candidate_pairs(1000):
+            y = g.privatize(a[None] * 1e6, rng)
+            assert np.isfinite(g.privacy_loss(a[None], b[None], y)).all()
 
 
 def test_large_but_safe_scale_gives_finite_outputs():

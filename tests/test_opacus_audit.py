@@ -178,6 +178,7 @@ def test_bad_constructor_arguments(kw: dict, words: str, tmp_path: Path) -> None
         ({"noise_sketch": 0}, "noise_sketch must be an integer >= 1, got 0"),
         ({"claim": "x"}, "claim must be a dict or None, got 'x'"),
         ({"canary_design": 3}, "canary_design must be a str or None, got 3"),
+        ({"canary_scale": 1e7}, r"canary_scale must be finite, > 1 and <= 1e\+06, got 1000"),
     ],
 )
 def test_run_config_checks_types(kw: dict, words: str) -> None:
@@ -257,6 +258,12 @@ def test_attach_refuses_bad_optimizers_and_loaders(tmp_path: Path) -> None:
     big = CanaryAudit(tmp_path / "big", canaries=5000, seed=0, delta=1e-5)
     with pytest.raises(InvalidParameterError, match="canaries must be <= .*4258.*5000"):
         big.attach(opt, data_loader=loader)
+    # session 58: canary_scale=1e308 was taken; its canaries' inf norms made the model NaN in a
+    # run that exited 0. Bounded (1e6), and its product with C by float32 norms at attach
+    opt.max_grad_norm = 1e9
+    scaled = CanaryAudit(tmp_path / "big", canaries=10, seed=0, delta=1e-5, canary_scale=1e6)
+    with pytest.raises(InvalidParameterError, match=r"canary_scale x optimizer.max_grad_norm"):
+        scaled.attach(opt, data_loader=loader)
     # none of this hooked, charged or wrote anything
     assert "add_noise" not in opt.__dict__ and "step" not in opt.original_optimizer.__dict__
     _nothing_written(out)
@@ -269,6 +276,7 @@ def test_attach_refuses_bad_optimizers_and_loaders(tmp_path: Path) -> None:
         ({"confidence": 1.0}, "confidence"),
         ({"confidence": "0.9"}, "confidence"),
         ({"canary_scale": 1.0}, "canary_scale"),
+        ({"canary_scale": 1e308}, r"canary_scale must be finite, > 1 and <= 1e\+06"),
         ({"canary_seed": -1}, "canary_seed"),
         ({"example": "x"}, "example"),
     ],

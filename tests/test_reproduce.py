@@ -186,6 +186,8 @@ def test_config_validation(kwargs):
         ("confidence", math.inf, "confidence must be a real number in (0, 1), got inf"),
         ("aggregator_lr", 0.0, "aggregator_lr must be None or a real number > 0, got 0.0"),
         ("chunks", 0, "chunks must be None or an integer >= 1, got 0"),
+        # session 58: taken (a Python int beyond int64; the CLI's parse_int refused it)
+        ("trials", 2**63, "trials must be <= 9,223,372,036,854,775,807, got 922"),
         ("figure2", 1, "figure2 must be True or False, got 1"),
         ("mechanisms", ("laplace", "gauss"), "mechanisms must be one of laplace, prs; got"),
         ("engine", True, "engine must be one of fused, lockstep; got True"),

@@ -91,3 +91,34 @@ def test_check_int() -> None:
     for bad in (True, 5.0, "5", 0):
         with pytest.raises(InvalidParameterError, match=r"samples must be an integer >= 1"):
             check_int(bad, "samples", minimum=1)
+
+
+class _Tensor0d:
+    """What check_int sees of a 0-d torch tensor (torch not imported: 3 s here)."""
+
+    ndim = 0
+
+    def __init__(self, v) -> None:
+        self.v = v
+
+    def detach(self):
+        return self
+
+    def item(self):
+        return self.v
+
+    def __repr__(self) -> str:
+        return f"tensor({self.v})"
+
+
+def test_check_int_reads_0d_integer_tensors_as_check_real_does() -> None:
+    """Session 58: check_real took a 0-d real tensor, check_int refused it:
+    ``run.release(agent=torch.tensor(3))`` was 'agent must be an integer >= 0, got tensor(3)'.
+    A 0-d integer tensor or array is its integer; a bool or float one stays refused."""
+    assert check_int(_Tensor0d(3), "agent", minimum=0) == 3
+    assert type(check_int(np.array(4, dtype=np.int32), "agent", minimum=0)) is int
+    for bad in (_Tensor0d(True), _Tensor0d(3.0), np.array(True), np.array(3.0), np.arange(2)):
+        with pytest.raises(InvalidParameterError, match=r"agent must be an integer >= 0, got"):
+            check_int(bad, "agent", minimum=0)
+    with pytest.raises(InvalidParameterError, match=r"agent must be an integer >= 0, got"):
+        check_int(_Tensor0d(-1), "agent", minimum=0)

@@ -32,8 +32,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.accountant.events import NOISE_MULTIPLIER_RANGE
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.parse import check_normal
+from ldp_audit.parse import INT_MAX, check_normal
 from ldp_audit.rundir.files import json_real, read_json, to_jsonable, write_json_file
 from ldp_audit.rundir.writer import machine
 
@@ -102,6 +103,8 @@ def _check_one(name: str, v: Any, tp: Any, b: dict[str, Any], optional: bool = F
             raise InvalidParameterError(
                 f"{name} must be {what}{_words(b, integer)}, got {v!r}{hint}"
             )
+        if integer and v > INT_MAX:  # as check_int and the CLI's parse_int (a signed int64)
+            raise InvalidParameterError(f"{name} must be <= {INT_MAX:,}, got {v!r}")
     if b.get("check") is not None:
         b["check"](v)
 
@@ -117,6 +120,11 @@ def check_noise_levels(settings: Any, *names: str) -> None:
         values = getattr(settings, name)
         for v in values if isinstance(values, (tuple, list)) else (values,):
             check_normal(v, name, zero=True)
+            if 0 < v < NOISE_MULTIPLIER_RANGE[0]:  # a ledger's GaussianEvent: its floor
+                raise InvalidParameterError(
+                    f"{name} must be 0 or >= {NOISE_MULTIPLIER_RANGE[0]:g} (the accounting "
+                    f"squares it), got {v!r}"
+                )
 
 
 def check_fields(cfg: Any, **overrides: dict[str, Any]) -> None:

@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_epsilon, check_int, check_positive, check_real_in
+from ldp_audit.validation import check_epsilon, check_int, check_real_in
 
 __all__ = [
     "DpEvent",
@@ -100,16 +100,23 @@ class LaplaceEvent(DpEvent):
 
 @dataclass(frozen=True)
 class GaussianEvent(DpEvent):
-    """A Gaussian release: noise standard deviation / L2-sensitivity = ``noise_multiplier``."""
+    """A Gaussian release: noise standard deviation / L2-sensitivity = ``noise_multiplier``,
+    in [1e-100, 1e100] (:data:`NOISE_MULTIPLIER_RANGE`)."""
 
     TYPE = "gaussian"
 
     noise_multiplier: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier")
-        )
+        lo, hi = NOISE_MULTIPLIER_RANGE
+        nm = check_real_in(self.noise_multiplier, "noise_multiplier", lo=lo, lo_open=False, hi=hi)
+        object.__setattr__(self, "noise_multiplier", nm)
+
+
+#: the noise multipliers a :class:`GaussianEvent` takes: every composition method squares it
+#: (RDP is alpha / (2 nm^2)), a finite normal double in this range (session 58: 1e-300 was
+#: charged, then every method raised ZeroDivisionError; 1e300 an OverflowError)
+NOISE_MULTIPLIER_RANGE = (1e-100, 1e100)
 
 
 @dataclass(frozen=True)

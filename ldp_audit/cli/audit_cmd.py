@@ -415,10 +415,16 @@ def build_mechanism(args: argparse.Namespace) -> Any:
                 "from sigma, --clip and --delta) or --epsilon (sigma is calibrated to it)"
             )
         if hasattr(args, "sigma"):
-            sigma = args.sigma
+            sigma, given = args.sigma, f"--sigma {args.sigma!r}"
         else:
             sigma = mech.analytic_gaussian_sigma(args.epsilon, 2.0 * clip, delta)
-        return mech.Gaussian(clip=clip, noise_multiplier=sigma / clip, delta=delta)
+            given = f"--epsilon {args.epsilon!r} (calibrated: sigma = {sigma!r})"
+        try:  # its bounds are on noise_multiplier = sigma / clip: said in the options given
+            return mech.Gaussian(clip=clip, noise_multiplier=sigma / clip, delta=delta)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(
+                f"--mechanism gaussian with {given} and --clip {clip!r}: {exc}"
+            ) from None
     if not hasattr(args, "epsilon"):
         raise InvalidParameterError(f"--epsilon is required for --mechanism {name}")
     kw = {"k" if k == "categories" else k: getattr(args, k) for k in given}

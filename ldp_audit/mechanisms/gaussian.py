@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.base import (
     Mechanism,
     as_pair_batches,
     check_dim,
-    check_no_overflow,
     clip_l2,
     opposites,
     private_epsilon,
@@ -25,8 +25,18 @@ from ldp_audit.validation import (
     check_positive,
     check_probability,
     check_real,
+    check_real_in,
     check_rng,
 )
+
+#: the smallest noise multiplier: the analytic epsilon, about 2 / noise_multiplier^2, stays below
+#: the root finder's 1e12 cap (1e-5: epsilon 2.0e10; 1e-6 was taken with epsilon inf, a private
+#: mechanism claiming no privacy)
+MIN_NOISE_MULTIPLIER = 1e-5
+#: the range of ``clip`` and of ``sigma``: :meth:`Gaussian.privacy_loss` divides squared
+#: distances, at most d (64 sigma + 2 clip)^2, by 2 sigma^2; both are finite normal doubles
+#: there (sigma = 1e-300 gave NaN, clip = 1e300 an OverflowError)
+SCALE_RANGE = (1e-100, 1e100)
 
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float) -> float:
@@ -105,8 +115,9 @@ class Gaussian(Mechanism):
     ``delta`` for replace-one neighbours, whose L2 sensitivity is 2 * clip.
 
     Args:
-        clip: L2 clip bound C (> 0).
-        noise_multiplier: sigma / C (> 0).
+        clip: L2 clip bound C, in [1e-100, 1e100] (:data:`SCALE_RANGE`).
+        noise_multiplier: sigma / C, >= 1e-5 (:data:`MIN_NOISE_MULTIPLIER`); sigma in
+            :data:`SCALE_RANGE` too.
         delta: the delta at which ``epsilon`` is reported, in (0, 1).
     """
 
@@ -116,12 +127,19 @@ class Gaussian(Mechanism):
     name: ClassVar[str] = "gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        object.__setattr__(
-            self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier")
-        )
+        lo, hi = SCALE_RANGE
+        clip = check_real_in(self.clip, "clip", lo=lo, lo_open=False, hi=hi)
+        nm = check_real_in(self.noise_multiplier, "noise_multiplier", lo=MIN_NOISE_MULTIPLIER,
+                           lo_open=False)  # fmt: skip
+        object.__setattr__(self, "clip", clip)
+        object.__setattr__(self, "noise_multiplier", nm)
         object.__setattr__(self, "delta", check_probability(self.delta, "delta"))
-        check_no_overflow(self.noise_multiplier * self.clip, self.clip, "sigma")
+        if not lo <= self.sigma <= hi:
+            raise InvalidParameterError(
+                f"sigma = noise_multiplier x clip = {nm!r} x {clip!r} must be in "
+                f"[{lo:g}, {hi:g}] (privacy_loss's squared distances over sigma^2), got "
+                f"{self.sigma!r}"
+            )
 
     @property
     def sigma(self) -> float:

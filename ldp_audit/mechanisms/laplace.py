@@ -103,6 +103,11 @@ class Laplace(Mechanism):
         return LaplaceEvent(self.epsilon)
 
 
+#: the largest grid index of a :class:`DiscreteLaplace` report, 2^53: an integer a double holds
+#: exactly, far below the int64 maximum of the geometric draws
+MAX_GRID_INDEX = 2.0**53
+
+
 @dataclass(frozen=True)
 class DiscreteLaplace(Mechanism):
     """Laplace mechanism on a grid: eq. 19 clipping, then discrete Laplace noise on gamma Z.
@@ -137,7 +142,9 @@ class DiscreteLaplace(Mechanism):
         check_optional(self, "resolution", check_positive)
         # noise scale about (C + d gamma) / epsilon; gamma <= C at the default resolution
         step = self.clip if self.resolution is None else max(self.clip, self.resolution)
-        check_no_overflow(2.0 * step / self.epsilon, self.clip, "the noise scale clip / epsilon")
+        what = "the noise scale clip / epsilon" if step == self.clip else "resolution / epsilon"
+        check_no_overflow(2.0 * step / self.epsilon, self.clip, what)
+        self.grid_sensitivity(1)  # the grid's own bound at the smallest d (privatize: its d)
 
     def grid_step(self, dim: int) -> float:
         """gamma for inputs of dimension ``dim``."""
@@ -145,9 +152,26 @@ class DiscreteLaplace(Mechanism):
         return self.resolution if self.resolution is not None else self.clip / (10.0 * d)
 
     def grid_sensitivity(self, dim: int) -> int:
-        """K = ceil(C / gamma) + d: the L1 sensitivity of the rounded rows in grid units."""
+        """K = ceil(C / gamma) + d: the L1 sensitivity of the rounded rows in grid units.
+
+        Raises InvalidParameterError where the grid index k + Z of a report leaves the integers
+        a double holds exactly, 2^53 (:data:`MAX_GRID_INDEX`): |k| <= C / (2 gamma) + 1, and
+        Z = G1 - G2 with geometric G of success p = 1 - e^(-epsilon / K) stays below 64 / p
+        but with probability e^-64. Past it the geometric draws saturate at the int64 maximum
+        and cancel (session 58: ``DiscreteLaplace(epsilon=1e-20, clip=1)`` released its input
+        unnoised; ``resolution=1e-300`` overflowed k: every output the same wrong value)."""
         d = check_dim(dim)
-        return int(math.ceil(self.clip / self.grid_step(d) - 1e-12)) + d
+        k = int(math.ceil(self.clip / self.grid_step(d) - 1e-12)) + d
+        p = -math.expm1(-self.epsilon / k)
+        top = self.clip / (2.0 * self.grid_step(d)) + 1.0 + (64.0 / p if p > 0 else math.inf)
+        if not top <= MAX_GRID_INDEX:
+            raise InvalidParameterError(
+                f"DiscreteLaplace(epsilon={self.epsilon!r}, clip={self.clip!r}, resolution="
+                f"{self.resolution!r}) at d = {d}: its grid indices (the clipped row over gamma "
+                f"= {self.grid_step(d):.3g}, plus the noise's tail 64 K / epsilon) reach {top:.3g}"
+                f", beyond 2^53, what a double holds exactly; use a larger epsilon or resolution"
+            )
+        return k
 
     clip_rows = Laplace.clip_rows  # eq. 19: clip each row to L1 norm C/2
 

@@ -335,6 +335,18 @@ class Loloha(_Longitudinal):
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_DOMAIN))
         object.__setattr__(self, "g", check_int(self.g, "g", minimum=2, maximum=1 << 10))
         self._check_reports_count(1 << 10)
+        # epsilon takes the logs of q1, p1 - q1, p2 and q2: a huge eps_perm rounds q1 to 0, an
+        # eps_1 within rounding of eps_perm q2 (session 58: eps_perm=1e20 or eps_1 = eps_perm
+        # - 1e-9 crashed .epsilon with 'math domain error')
+        p1, q1 = self.permanent_probabilities
+        p2, q2 = self.report_probabilities if 0.0 < q1 else (math.nan, math.nan)
+        if not (0.0 < q1 < p1 < 1.0 and 0.0 < q2 < p2 <= 1.0):
+            raise InvalidParameterError(
+                f"eps_perm = {self.eps_perm!r} and eps_1 = {self.eps_1!r} (g = {self.g}) give "
+                f"GRR probabilities a double cannot hold (permanent {p1!r}, {q1!r}; report "
+                f"{p2!r}, {q2!r}): keep eps_perm - ln(g - 1) below 36 and eps_1 further below "
+                "eps_perm"
+            )
 
     @property
     def permanent_probabilities(self) -> tuple[float, float]:

@@ -39,6 +39,11 @@ from ldp_audit.validation import check_int, check_probability, check_rng
 
 __all__ = ["BasicRappor", "OneTimeRappor", "rappor_f_for_epsilon"]
 
+#: the smallest f: a bit kept with probability 1 - f/2 < 1 in double precision (f/2 >= 2^-53,
+#: the spacing of the doubles below 1), so epsilon's logs stay finite (session 58: f = 1e-20
+#: was taken and ``OneTimeRappor.epsilon`` raised 'math domain error'; epsilon at the bound: 73.5)
+MIN_F = 2.0**-52
+
 
 def rappor_f_for_epsilon(epsilon: float) -> float:
     """The PRR's f whose permanent epsilon is exactly ``epsilon`` (one-hot encoding, h = 1):
@@ -57,6 +62,8 @@ class _RapporBase(FrequencyOracle):
     def _validate_k_f(self) -> None:
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
         object.__setattr__(self, "f", check_probability(self.f, "f"))
+        if self.f < MIN_F:
+            raise InvalidParameterError(f"f must be >= 2^-52 = {MIN_F:.4g}, got {self.f!r}")
 
     @property
     def permanent_epsilon(self) -> float:
@@ -105,7 +112,7 @@ class BasicRappor(_RapporBase):
 
     Args:
         k: the domain size (integer in [2, 2^20]).
-        f: the PRR's randomisation probability, in (0, 1) (Chrome's default 0.5).
+        f: the PRR's randomisation probability, in [2^-52, 1) (Chrome's default 0.5).
         p: P(S_i = 1 | B'_i = 0), in [0, 1] (default 0.5).
         q: P(S_i = 1 | B'_i = 1), in [0, 1], q > p (default 0.75).
     """
@@ -159,7 +166,7 @@ class OneTimeRappor(_RapporBase):
 
     Args:
         k: the domain size (integer in [2, 2^20]).
-        f: the PRR's randomisation probability, in (0, 1).
+        f: the PRR's randomisation probability, in [2^-52, 1) (:data:`MIN_F`).
     """
 
     name: ClassVar[str] = "one_time_rappor"

@@ -23,6 +23,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.canaries import (
     AUDIT_MARK,
     CANARY_KINDS,
+    MAX_CANARY_SCALE,
     NOISE_SKETCH,
     ROWS,
     ZERO_RELEASES,
@@ -107,7 +108,7 @@ class CanaryAudit:
         self.embedded = self._embed is not None
         # an embedding trainer may plant canaries of norm exactly C (DprlConfig allows 1)
         self.canary_scale = check_real_in(
-            canary_scale, "canary_scale", lo=1.0, lo_open=not self.embedded
+            canary_scale, "canary_scale", lo=1.0, lo_open=not self.embedded, hi=MAX_CANARY_SCALE
         )
         self.canary_seed = (
             check_int(canary_seed, "canary_seed", minimum=0)
@@ -228,6 +229,13 @@ class CanaryAudit:
             raise InvalidParameterError(
                 f"canaries must be <= the number of trainable parameters ({n_params}: the "
                 f"canary directions are orthonormal), got {self.canaries}"
+            )
+        if self.canary_scale * clip * max(PROBE) > _F32_NORM_MAX:  # see MAX_CANARY_SCALE
+            raise InvalidParameterError(
+                f"canary_scale x optimizer.max_grad_norm = {self.canary_scale:g} x {clip:g} is "
+                f"too large: canary norms up to {max(PROBE):g} times it (the clipping probe) "
+                f"would overflow the float32 per-sample norms; keep the product <= "
+                f"{_F32_NORM_MAX / max(PROBE):.3g}"
             )
         emb = self._embed
         u = None if emb is None else emb.directions
@@ -783,6 +791,7 @@ PROBE = (1, 100, 100_000)  # the whole row's norms in canary norms (clip_probe)
 # (clip_probe) a batch of this many rows of 10^-6 canary norms before one row of a canary's: a
 # clip factor read from a batch statistic (the first row's, the mean or median norm) lets it by
 LEAD_ROWS = 7
+_F32_NORM_MAX = float(np.sqrt(np.finfo(np.float32).max))  # a norm whose square is a float32
 
 
 def clip_probe(audit: CanaryAudit) -> dict:

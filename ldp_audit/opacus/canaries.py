@@ -41,6 +41,13 @@ NOISE_SKETCH = 4096
 CLIP_TOLERANCE = 0.01
 """A clipping probe's clipped sum may exceed ``C`` by this fraction (rounding, low-precision
 norms): ``attach.clip_probe`` measures, ``scoring`` judges."""
+MAX_CANARY_SCALE = 1e6
+"""The largest ``canary_scale``: a canary is clipped to norm ``C`` whatever its scale above 1
+(the scale only has to make clipping matter; 10 by default), and ``attach.clip_probe`` sends rows
+of up to 1e5 canary norms (``attach.PROBE``) through the optimizer's float32 per-sample norms,
+whose squares must stay below float32's 3.4e38: ``(1e6 x 1e5 x C)^2`` is finite for every ``C``
+up to 1.8e8 (``attach`` refuses a larger product). 1e308 was taken, and its canaries' inf norms
+made the model NaN in a run that exited 0."""
 ZERO_RELEASES = 5
 """The raw-gradient probe's releases of a batch of zero gradients as the generator advances: a
 coordinate equal in all of them is noise not drawn fresh (``attach.raw_probe``)."""

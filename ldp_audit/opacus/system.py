@@ -16,7 +16,7 @@ import numpy as np
 from ldp_audit.config import config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.attach import CanaryAudit
-from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS, NOISE_SKETCH
+from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS, MAX_CANARY_SCALE, NOISE_SKETCH
 from ldp_audit.rundir import RunDir
 from ldp_audit.systems import Command, SystemSpec
 from ldp_audit.validation import check_choice, check_int, check_real_in
@@ -75,7 +75,7 @@ class OpacusRunConfig:
         check_real_in(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         check_choice(self.kind, "kind", CANARY_KINDS)
         check_real_in(self.confidence, "confidence", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        check_real_in(self.canary_scale, "canary_scale", lo=1.0, lo_open=True)
+        check_real_in(self.canary_scale, "canary_scale", lo=1.0, lo_open=True, hi=MAX_CANARY_SCALE)
         if self.canary_seed is not None:
             check_int(self.canary_seed, "canary_seed", minimum=0)
         if self.noise_sketch is not None:

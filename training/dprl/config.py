@@ -118,8 +118,10 @@ class DprlConfig:
     canaries: int = field(default=0, metadata=bounds(minimum=0, check=zero_or_pair("canaries")))
     """Gradient canaries planted for the one-run audit (DP-SGD only; 0 = none, else >= 2, at
     most the number of model parameters)."""
-    canary_scale: float = field(default=10.0, metadata=bounds(minimum=1.0))
-    """A canary's raw gradient norm in units of ``clip`` (>= 1: clipping matters)."""
+    canary_scale: float = field(default=10.0, metadata=bounds(minimum=1.0, maximum=MAX_SCALE))
+    """A canary's raw gradient norm in units of ``clip`` (>= 1: clipping matters; at most 1e6,
+    ``ldp_audit.opacus.canaries.MAX_CANARY_SCALE``: clipped to ``clip`` whatever the scale, and
+    its float32 norms stay finite)."""
     canary_seed: int = field(default=20230101, metadata=bounds(minimum=0))
     """Public seed of the canary directions."""
     state_box: tuple[tuple[float, float], ...] | None = field(

@@ -112,6 +112,17 @@ class FedRLConfig:
         object.__setattr__(self, "methods", tuple(self.methods))
         if len(set(self.methods)) != len(self.methods):
             raise InvalidParameterError(f"methods must not repeat, got {self.methods!r}")
+        for mech, names in (
+            (self.output_mechanism(), "sigma/clip_outputs"),
+            (self.target_mechanism(), "target_sigma/clip_targets"),
+        ):  # the ledger's event of a row, before any run (sigma=1e-300 crashed the accounting)
+            try:
+                mech.event()
+            except InvalidParameterError as exc:
+                raise InvalidParameterError(
+                    f"{names} give the ledger's noise multiplier sigma / (2 bound sqrt(dim)) "
+                    f"= {mech.sigma / mech.sensitivity!r}: {exc}"
+                ) from None
         n_test = self.n_maps - int(round(0.8 * self.n_maps)) - int(round(0.1 * self.n_maps))
         if self.eval_maps > n_test:
             raise InvalidParameterError(
