@@ -85,6 +85,9 @@ def test_bad_parameters_named() -> None:
     with pytest.raises(InvalidParameterError, match="noise_multiplier x iqr = .* too large"):
         ObservationNoiseMechanism(noise_multiplier=1.0, iqr=(1e307, 1.0, 1.0, 1.0))
     ObservationNoiseMechanism(noise_multiplier=1e6)  # the bound itself is taken
+    from ldp_audit.training.dprl import config, obs_noise
+
+    assert obs_noise.MAX_SCALE == config.MAX_SCALE  # one bound, written twice (no import circle)
     for iqr in ("abcd", ("a", 1, 1, 1), (None,) * 4):  # "abcd" was a raw ValueError
         with pytest.raises(InvalidParameterError, match="iqr must be finite positive numbers"):
             ObservationNoiseMechanism(noise_multiplier=1.0, iqr=iqr)

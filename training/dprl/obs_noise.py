@@ -36,8 +36,11 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.base import check_no_overflow
-from ldp_audit.training.dprl.config import MAX_SCALE
 from ldp_audit.validation import check_batch, check_real_in, check_rng
+
+#: the largest noise multiplier, the trainer's bound (``config.MAX_SCALE``, equal; config
+#: imports this module, so the number is written here, and tests/test_dprl_obs.py checks it)
+MAX_SCALE = 1e6
 
 __all__ = [
     "CARTPOLE_IQR",
