@@ -332,21 +332,23 @@ def _tree(pid: int) -> dict[int, bytes]:
 def _stop(proc: Any, grace: float = 20.0) -> None:
     """Stop the SuperLink we started and every process below it, in all the process groups
     and sessions they made (``flower-superexec`` and ``flwr-simulation``, which runs the
-    ServerApp, start their own: stopping the SuperLink's group alone left them running, and
-    writing into the run folder, 15 s after the command had exited), and wait until all have
-    ended: SIGTERM once to each (to the groups they lead as a whole), then SIGKILL after
-    ``grace`` seconds. Only processes found below ``proc`` (by id and start time) are
-    signalled, never this command's own group."""
+    ServerApp, start their own: stopping the SuperLink's group alone left them running after
+    the command had exited), and wait until all have ended: SIGTERM once to each (to the
+    groups they lead as a whole), then SIGKILL after ``grace`` seconds, or at once on a second
+    Ctrl-C / SIGTERM (which is then re-raised). Only processes found below ``proc`` (by id and
+    start time) are signalled, never this command's own group."""
 
     own, procs = os.getpgrp(), _tree(proc.pid)
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+
+    def end(sig: int, wait: float) -> None:
         signalled: set[int] = set()
         deadline = time.monotonic() + wait
         while procs and time.monotonic() < deadline:
             for p in list(procs):  # and the children they started meanwhile
                 for q, start in _tree(p).items():
                     procs.setdefault(q, start)
-            procs = {p: s for p, s in procs.items() if _started(p) == s}
+            for p in [p for p, start in procs.items() if _started(p) != start]:
+                del procs[p]
             for p in procs.keys() - signalled:
                 with contextlib.suppress(OSError):
                     if os.getpgid(p) == p != own:
@@ -356,4 +358,11 @@ def _stop(proc: Any, grace: float = 20.0) -> None:
             signalled.update(procs)
             time.sleep(0.05)
             proc.poll()  # reap the SuperLink
+
+    try:
+        end(signal.SIGTERM, grace)
+    except KeyboardInterrupt:  # a second signal: what is left is killed before it goes on
+        end(signal.SIGKILL, 10.0)
+        raise
+    end(signal.SIGKILL, 10.0)
     proc.poll()
