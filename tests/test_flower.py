@@ -394,6 +394,10 @@ def test_module_cli_usage_errors(tmp_path, capsys):
     # an empty item was dropped: ',9.7' ran one agent
     assert F.main(["--out", str(tmp_path / "r"), "--gravities", ",9.7"]) == 2
     assert "--gravities must be a comma list of numbers, got ',9.7'" in capsys.readouterr().err
+    # --mechanism none is epsilon = inf: a finite --epsilon was silently replaced
+    assert F.main(["--out", str(tmp_path / "r"), "--mechanism", "none", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--epsilon must be omitted or inf with --mechanism none, got 1.0" in err
     assert not (tmp_path / "r").exists()
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "config.json").write_text("{}")  # e.g. an interrupted run

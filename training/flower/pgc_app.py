@@ -571,7 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ledger-dir", default=None, help="the agents' ledgers (default: OUT-agents)")
     p.add_argument("--gravities", default="9.7,9.8,9.9", help="one private gravity per agent")
     p.add_argument("--mechanism", choices=("laplace", "prs", "none"), default="laplace")
-    p.add_argument("--epsilon", type=float, default=5.0, help="total epsilon per agent")
+    p.add_argument("--epsilon", type=float, default=None, help="total epsilon per agent (5)")
     p.add_argument("--rounds", type=int, default=3, help="submissions per agent T")
     p.add_argument("--buffer-size", type=int, default=None, help="MAX_BUF (paper default)")
     p.add_argument("--seed", type=int, default=0, help="server seed; agent k uses seed+1+k")
@@ -584,9 +584,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         grav = _gravities(a.gravities, "--gravities")
+        if a.mechanism == "none" and a.epsilon is not None and not math.isinf(a.epsilon):
+            raise InvalidParameterError(  # as `ldp-audit train pgc-a3c`: none is epsilon = inf
+                f"--epsilon must be omitted or inf with --mechanism none, got {a.epsilon!r}"
+            )
         cfg = PgcA3cConfig(
             mechanism=a.mechanism,
-            epsilon=a.epsilon,
+            epsilon=5.0 if a.epsilon is None else a.epsilon,
             rounds=a.rounds,
             buffer_size=a.buffer_size,
         )
