@@ -416,7 +416,9 @@ def test_sigterm_stops_the_superlink_it_started(request, tmp_path, app, args):
     signal (status -15, no line) and left the flower-superlink it had started (in its own
     session) running, with its temporary folder: found by signalling it once the run's
     config.json appeared. Now it unwinds like Ctrl-C: exit 143 with one line, the SuperLink
-    stopped, its folder removed. (pgc_app's run is tests/flower_runs.py's "sigterm-pgc",
+    stopped, its folder removed; and (session 58) every process below it at the signal has
+    ended: flower-superexec and flwr-simulation, in sessions of their own, outlived the command
+    (1 left with the old stop). (pgc_app's run is tests/flower_runs.py's "sigterm-pgc",
     started ahead with the file's other Flower runs: it waited 20-30 s here.)"""
     from tests.flower_runs import sigterm_run
 
