@@ -88,8 +88,8 @@ def status_run(base: Path, fail: bool) -> tuple[int, str]:
 def sigterm_run(base: Path, app: str, args: list[str]) -> tuple[int, str, list[str], list[str]]:
     """test_flower.py's SIGTERM test: ``python -m ldp_audit.training.flower.APP`` signalled once
     its run's config.json appears (the ServerApp runs: its SuperLink is up); its exit status,
-    stderr, the ``ldp-flwr-*`` folders left in its TMPDIR, and the processes still running with
-    that TMPDIR in their command line."""
+    stderr, the ``ldp-flwr-*`` folders left in its TMPDIR, and the processes still running that
+    were below it at the signal or have that TMPDIR in their command line."""
     import os
     import signal
     import subprocess
@@ -109,9 +109,12 @@ def sigterm_run(base: Path, app: str, args: list[str]) -> tuple[int, str, list[s
             _, err = p.communicate()
             raise AssertionError(f"{app} ended or hung before its run started: {err[-2000:]}")
         time.sleep(0.05)
+    from ldp_audit.training.flower.run import _started, _tree
+
+    tree = _tree(p.pid)  # flower-superexec and flwr-simulation run in sessions of their own
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=120)
-    found = []
+    found = [str(q) for q, start in tree.items() if _started(q) == start]
     for f in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             if str(tmp).encode() in f.read_bytes():

@@ -224,6 +224,28 @@ def _in_process_grid(tmp_path, monkeypatch, nodes):
     return Grid()
 
 
+@pytest.mark.parametrize(("gt", "match"), [
+    ("9.7,x", "'scoring-gravities' must be a comma list of numbers, got '9.7,x'"),
+    (",9.7", "'scoring-gravities' must be a comma list of numbers, got ',9.7'"),
+    ("9.7,nan", "'scoring-gravities' item must be finite"),
+    ("9.7,-1", "'scoring-gravities' item must be finite, > 0, got -1.0"),
+    ("9.7", r"one gravity per agent \(2\), got '9.7'"),
+])  # fmt: skip
+def test_server_refuses_bad_scoring_gravities_before_the_run(tmp_path, monkeypatch, gt, match):
+    """The ServerApp read run config 'scoring-gravities' with float() of each item: 'x' raised
+    a bare ValueError in the ServerApp, ',9.7' one for the empty item, and a wrong count would
+    index the agents' gravities wrongly; now InvalidParameterError naming the key, before the
+    run folder is written."""
+    from types import SimpleNamespace
+
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=1)
+    grid = _in_process_grid(tmp_path, monkeypatch, {5: 0, 6: 1})
+    rc = {"pgc-config": json.dumps(cfg.to_dict()), "run-dir": str(tmp_path / "run")}
+    with pytest.raises(InvalidParameterError, match=match):
+        F._run_server(grid, SimpleNamespace(run_config={**rc, "scoring-gravities": gt}))
+    assert not (tmp_path / "run").exists()
+
+
 def test_server_records_one_report_per_agent_and_round(tmp_path, monkeypatch):
     """Two SuperNodes with one partition-id were both recorded (and charged) as that agent; the
     ServerApp's main on an in-process grid now refuses the second, naming it. A bad run config
@@ -369,6 +391,13 @@ def test_module_cli_usage_errors(tmp_path, capsys):
     assert "--gravities must be a comma list" in capsys.readouterr().err
     assert F.main(["--out", str(tmp_path / "r"), "--gravities", "9.7,-2"]) == 2
     assert "gravity must be finite, > 0, got -2.0" in capsys.readouterr().err
+    # an empty item was dropped: ',9.7' ran one agent
+    assert F.main(["--out", str(tmp_path / "r"), "--gravities", ",9.7"]) == 2
+    assert "--gravities must be a comma list of numbers, got ',9.7'" in capsys.readouterr().err
+    # --mechanism none is epsilon = inf: a finite --epsilon was silently replaced
+    assert F.main(["--out", str(tmp_path / "r"), "--mechanism", "none", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--epsilon must be omitted or inf with --mechanism none, got 1.0" in err
     assert not (tmp_path / "r").exists()
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "config.json").write_text("{}")  # e.g. an interrupted run
@@ -387,7 +416,9 @@ def test_sigterm_stops_the_superlink_it_started(request, tmp_path, app, args):
     signal (status -15, no line) and left the flower-superlink it had started (in its own
     session) running, with its temporary folder: found by signalling it once the run's
     config.json appeared. Now it unwinds like Ctrl-C: exit 143 with one line, the SuperLink
-    stopped, its folder removed. (pgc_app's run is tests/flower_runs.py's "sigterm-pgc",
+    stopped, its folder removed; and (session 58) every process below it at the signal has
+    ended: flower-superexec and flwr-simulation, in sessions of their own, outlived the command
+    (1 left with the old stop). (pgc_app's run is tests/flower_runs.py's "sigterm-pgc",
     started ahead with the file's other Flower runs: it waited 20-30 s here.)"""
     from tests.flower_runs import sigterm_run
 

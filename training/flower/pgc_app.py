@@ -102,6 +102,21 @@ class AgentSecrets:
             check_int(self.seed, "seed", minimum=0)
 
 
+def _gravities(value: Any, name: str) -> list[float]:
+    """A comma list of gravities (``"9.7,9.9"``, or a list of numbers) as floats: an item that
+    is empty or not a number is refused, naming ``name`` and the value (``float()`` of each
+    item raised a bare ValueError in the ServerApp, and the command dropped an empty item)."""
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        if not isinstance(items, (list, tuple)) or any(isinstance(x, bool) for x in items):
+            raise ValueError
+        return [float(x) for x in items]
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"{name} must be a comma list of numbers, got {value!r}"
+        ) from None
+
+
 def _pgc_config(cfg: Any, n_agents: int) -> Any:
     """The PgcA3cConfig of a Flower run: 1 trial, n_agents workers, T = cfg.rounds rounds."""
 
@@ -289,8 +304,14 @@ def _run_server(grid: Any, context: Any) -> Path:
     k_agents = len(nodes)
     raw_cfg = rc["pgc-config"]
     cfg = _pgc_config(json.loads(raw_cfg) if isinstance(raw_cfg, str) else raw_cfg, k_agents)
-    gt = rc.get("scoring-gravities") or ()  # "" is the app project's default: no ground truth
-    gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)] or None
+    gravities = None
+    if gt := rc.get("scoring-gravities"):  # "" is the app project's default: no ground truth
+        name = "run config 'scoring-gravities'"
+        gravities = [check_positive(g, f"{name} item") for g in _gravities(gt, name)]
+        if len(gravities) != k_agents:
+            raise InvalidParameterError(
+                f"{name} must give one gravity per agent ({k_agents}), got {gt!r}"
+            )
     mech = cfg.make_mechanism()
     w = open_writer(
         rc["run-dir"],
@@ -550,7 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ledger-dir", default=None, help="the agents' ledgers (default: OUT-agents)")
     p.add_argument("--gravities", default="9.7,9.8,9.9", help="one private gravity per agent")
     p.add_argument("--mechanism", choices=("laplace", "prs", "none"), default="laplace")
-    p.add_argument("--epsilon", type=float, default=5.0, help="total epsilon per agent")
+    p.add_argument("--epsilon", type=float, default=None, help="total epsilon per agent (5)")
     p.add_argument("--rounds", type=int, default=3, help="submissions per agent T")
     p.add_argument("--buffer-size", type=int, default=None, help="MAX_BUF (paper default)")
     p.add_argument("--seed", type=int, default=0, help="server seed; agent k uses seed+1+k")
@@ -562,14 +583,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     def body() -> int:
-        try:
-            grav = [float(x) for x in a.gravities.split(",") if x.strip()]
-        except ValueError:
-            raise InvalidParameterError(
-                f"--gravities must be a comma list of numbers, got {a.gravities!r}"
-            ) from None
+        grav = _gravities(a.gravities, "--gravities")
+        if a.mechanism == "none" and a.epsilon is not None and not math.isinf(a.epsilon):
+            raise InvalidParameterError(  # as `ldp-audit train pgc-a3c`: none is epsilon = inf
+                f"--epsilon must be omitted or inf with --mechanism none, got {a.epsilon!r}"
+            )
         cfg = PgcA3cConfig(
-            mechanism=a.mechanism, epsilon=a.epsilon, rounds=a.rounds, buffer_size=a.buffer_size
+            mechanism=a.mechanism,
+            epsilon=5.0 if a.epsilon is None else a.epsilon,
+            rounds=a.rounds,
+            buffer_size=a.buffer_size,
         )
         agents = [AgentSecrets(g, a.seed + 1 + k) for k, g in enumerate(grav)]
         ledger_dir = a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"

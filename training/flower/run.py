@@ -300,16 +300,69 @@ def _wait_http(port: int, proc: Any, deadline: float) -> None:
     raise InvalidParameterError("flower-superlink was not ready within 60 s")
 
 
-def _stop(proc: Any) -> None:
-    """Stop the SuperLink we started (its process group: the ServerApp and simulation
-    processes it spawned), by its id."""
+def _started(pid: int) -> bytes | None:
+    """Process ``pid``'s start time (field 22 of ``/proc/<pid>/stat``; None once it has ended
+    or is a zombie), so that an id reused by another process is never signalled."""
 
-    if proc.poll() is not None:
-        return
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=20)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return None if fields[0] == b"Z" else fields[19]
+
+
+def _tree(pid: int) -> dict[int, bytes]:
+    """``pid`` and every process below it (``/proc/<pid>/task/*/children``, walked now), each
+    with its start time (:func:`_started`)."""
+
+    found: dict[int, bytes] = {}
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        start = _started(p)
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(k) for k in Path(task, "children").read_text().split()]
+        if start is not None:
+            found.setdefault(p, start)
+    return found
+
+
+def _stop(proc: Any, grace: float = 20.0) -> None:
+    """Stop the SuperLink we started and every process below it, in all the process groups
+    and sessions they made (``flower-superexec`` and ``flwr-simulation``, which runs the
+    ServerApp, start their own: stopping the SuperLink's group alone left them running after
+    the command had exited), and wait until all have ended: SIGTERM once to each (to the
+    groups they lead as a whole), then SIGKILL after ``grace`` seconds, or at once on a second
+    Ctrl-C / SIGTERM (which is then re-raised). Only processes found below ``proc`` (by id and
+    start time) are signalled, never this command's own group."""
+
+    own, procs = os.getpgrp(), _tree(proc.pid)
+
+    def end(sig: int, wait: float) -> None:
+        signalled: set[int] = set()
+        deadline = time.monotonic() + wait
+        while procs and time.monotonic() < deadline:
+            for p in list(procs):  # and the children they started meanwhile
+                for q, start in _tree(p).items():
+                    procs.setdefault(q, start)
+            for p in [p for p, start in procs.items() if _started(p) != start]:
+                del procs[p]
+            for p in procs.keys() - signalled:
+                with contextlib.suppress(OSError):
+                    if os.getpgid(p) == p != own:
+                        os.killpg(p, sig)
+                    else:
+                        os.kill(p, sig)
+            signalled.update(procs)
+            time.sleep(0.05)
+            proc.poll()  # reap the SuperLink
+
+    try:
+        end(signal.SIGTERM, grace)
+    except KeyboardInterrupt:  # a second signal: what is left is killed before it goes on
+        end(signal.SIGKILL, 10.0)
+        raise
+    end(signal.SIGKILL, 10.0)
+    proc.poll()
