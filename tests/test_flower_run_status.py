@@ -3,6 +3,7 @@ the run ``finished:failed`` (Flower's exit code 700) while ``flwr run --stream``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -105,3 +106,30 @@ def test_a_second_signal_while_stopping_kills_what_is_left_at_once() -> None:
         signal.signal(signal.SIGALRM, old)
         assert not _left(tree)
         link.wait(timeout=10)
+
+
+def test_without_proc_stop_ends_the_superlinks_group(monkeypatch) -> None:
+    """Where there is no ``/proc`` to walk (not Linux) ``_stop`` does what it did before: the
+    SuperLink's own process group, SIGKILL after the grace (the tree walk found nothing there
+    and stopped nothing)."""
+    from ldp_audit.training.flower import run
+
+    monkeypatch.setattr(run, "_HAS_PROC", False)
+    link = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60 & wait"], start_new_session=True)
+    group = os.getpgid(link.pid)
+    try:
+        t0 = time.monotonic()
+        run._stop(link, grace=0.5)
+        assert link.returncode is not None and time.monotonic() - t0 < 5
+        deadline = time.monotonic() + 10  # its sleep went with the group (killed: reaped by
+        while time.monotonic() < deadline:  # init a moment later, a zombie in the group until then)
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail(f"process group {group} outlived _stop")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)

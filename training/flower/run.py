@@ -300,6 +300,9 @@ def _wait_http(port: int, proc: Any, deadline: float) -> None:
     raise InvalidParameterError("flower-superlink was not ready within 60 s")
 
 
+_HAS_PROC = Path("/proc/self/stat").exists()  # _stop walks the process tree there
+
+
 def _started(pid: int) -> bytes | None:
     """Process ``pid``'s start time (field 22 of ``/proc/<pid>/stat``; None once it has ended
     or is a zombie), so that an id reused by another process is never signalled."""
@@ -329,6 +332,21 @@ def _tree(pid: int) -> dict[int, bytes]:
     return found
 
 
+def _stop_group(proc: Any, grace: float) -> None:
+    """Where there is no ``/proc`` to walk: SIGTERM to the SuperLink's process group, SIGKILL
+    after ``grace`` seconds (processes that made their own groups are not reached)."""
+
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 def _stop(proc: Any, grace: float = 20.0) -> None:
     """Stop the SuperLink we started and every process below it, in all the process groups
     and sessions they made (``flower-superexec`` and ``flwr-simulation``, which runs the
@@ -338,6 +356,9 @@ def _stop(proc: Any, grace: float = 20.0) -> None:
     Ctrl-C / SIGTERM (which is then re-raised). Only processes found below ``proc`` (by id and
     start time) are signalled, never this command's own group."""
 
+    if not _HAS_PROC:  # no /proc (not Linux): the SuperLink's group
+        _stop_group(proc, grace)
+        return
     own, procs = os.getpgrp(), _tree(proc.pid)
 
     def end(sig: int, wait: float) -> None:
