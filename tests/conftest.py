@@ -158,3 +158,21 @@ def flower_runs(_flower_pool):
     """The started Flower runs (:func:`_flower_pool`); skips the test without Flower."""
     pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
     return _flower_pool
+
+
+@pytest.fixture
+def npz_writes(monkeypatch):
+    """Each ``RunWriter.write_npz`` call's (file, whether ``interrupts.closing()`` was open: a
+    signal's forced exit waits for what is written inside it)."""
+    from ldp_audit.interrupts import closing_open
+    from ldp_audit.rundir import RunWriter
+
+    written: list[tuple[str, bool]] = []
+    real = RunWriter.write_npz
+
+    def spy(self, name, *a, **k):
+        written.append((name, closing_open()))
+        return real(self, name, *a, **k)
+
+    monkeypatch.setattr(RunWriter, "write_npz", spy)
+    return written

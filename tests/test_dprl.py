@@ -317,18 +317,8 @@ class _InterruptOnThird(DPOptimizer):
         return super().pre_step(closure)
 
 
-def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeypatch) -> None:
-    from ldp_audit.interrupts import closing_open
-    from ldp_audit.rundir import RunWriter, read_npz, verify_manifest
-
-    written = []  # (file, whether a signal's forced exit would wait for it: closing() open)
-    real_npz = RunWriter.write_npz
-
-    def spy(self, name, *a, **k):
-        written.append((name, closing_open()))
-        return real_npz(self, name, *a, **k)
-
-    monkeypatch.setattr(RunWriter, "write_npz", spy)
+def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, npz_writes) -> None:
+    from ldp_audit.rundir import read_npz, verify_manifest
 
     _InterruptOnThird.calls = 0
     cfg = DprlConfig(**{**TINY_RF, "episodes": 40})
@@ -341,8 +331,8 @@ def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeyp
     acc = Accountant(ledger=Ledger(str(tmp_path / "run" / "ledger.sqlite")))
     # the third update was charged before its noise: charged-not-released is the safe side
     assert acc.spent_detail("model", delta=1e-5, method="rdp").charges == 3
-    assert ("transcript.npz", True) in written and all(
-        c for _, c in written
+    assert ("transcript.npz", True) in npz_writes and all(
+        c for _, c in npz_writes
     )  # session 58: the close inside closing()
 
 

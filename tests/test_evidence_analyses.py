@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -901,15 +902,46 @@ def test_an_artefact_swapped_while_its_writer_waits_for_the_seal_is_not_sealed(
     assert res.ok and set(res.analyses) == {"audit.json"}, res.problems
 
 
-def _write_audit(run: Path, bound: float, wait: Any, done: Any) -> None:
-    """A forked writer: ``audit.json`` with ``bound`` over the sealed one (after ``wait``)."""
+def _forked_write(write: Any, wait: Any, done: Any) -> None:
+    """A forked writer: ``write()`` after ``wait``; "ok" or the exception's repr to ``done``."""
     wait.wait(10)
     try:
-        write_artifact(run, "audit.json", [{**VIOLATION, "epsilon_lower_bound": bound}],
-                       overwrite=True)  # fmt: skip
+        write()
         done.put("ok")
     except Exception as exc:  # noqa: BLE001 - reported to the test
         done.put(repr(exc))
+
+
+def _race(monkeypatch: pytest.MonkeyPatch, module: Any, first: Any, second: Any) -> list[str]:
+    """``first()`` and ``second()`` in two forked processes, the second writing while the
+    first seals (``module.seal_analyses`` made slow, 0.3 s, and announced); their sorted
+    outcomes ("ok" or the exception's repr)."""
+    import multiprocessing
+    import time
+
+    ctx = multiprocessing.get_context("fork")
+    inside, go, done, real = ctx.Event(), ctx.Event(), ctx.Queue(), module.seal_analyses
+
+    def slow_seal(r: Any, names: Any) -> Any:
+        inside.set()
+        time.sleep(0.3)
+        return real(r, names)
+
+    monkeypatch.setattr(module, "seal_analyses", slow_seal)
+    go.set()
+    procs = [ctx.Process(target=_forked_write, args=(first, go, done)),
+             ctx.Process(target=_forked_write, args=(second, inside, done))]  # fmt: skip
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(20)
+    return sorted(done.get(timeout=1) for _ in procs)
+
+
+def _write_audit(run: Path, bound: float) -> None:
+    """``audit.json`` with ``bound`` over the sealed one."""
+    write_artifact(run, "audit.json", [{**VIOLATION, "epsilon_lower_bound": bound}],
+                   overwrite=True)  # fmt: skip
 
 
 def test_two_writers_of_one_artefact_leave_a_run_that_verifies(
@@ -920,43 +952,15 @@ def test_two_writers_of_one_artefact_leave_a_run_that_verifies(
     undo put the earlier audit.json back over the one just sealed: the run no longer verified
     (3 of 4). One writer of a run's analysis files at a time now: the second waits, then
     replaces the first's, both sealed."""
-    import multiprocessing
-    import time
-
     import ldp_audit.rundir.writer as writer
 
-    ctx = multiprocessing.get_context("fork")
-    inside, done = ctx.Event(), ctx.Queue()
-    real = writer.seal_analyses
-
-    def slow_seal(r: Any, names: Any) -> Any:
-        inside.set()  # the second writer writes now, while this one seals
-        time.sleep(0.3)
-        return real(r, names)
-
-    monkeypatch.setattr(writer, "seal_analyses", slow_seal)
-    go = ctx.Event()
-    go.set()
-    first = ctx.Process(target=_write_audit, args=(run, 7.0, go, done))
-    second = ctx.Process(target=_write_audit, args=(run, 8.0, inside, done))
-    for p in (first, second):
-        p.start()
-    for p in (first, second):
-        p.join(20)
-    assert sorted(done.get(timeout=1) for _ in range(2)) == ["ok", "ok"]
+    got = _race(
+        monkeypatch, writer, partial(_write_audit, run, 7.0), partial(_write_audit, run, 8.0)
+    )
+    assert got == ["ok", "ok"]
     res = verify_run(run)
     assert res.ok, res.problems
     assert json.loads((run / "audit.json").read_text())[0]["epsilon_lower_bound"] == 8.0
-
-
-def _write_report(report: Any, out: Path, wait: Any, done: Any) -> None:
-    """A forked writer of ``report`` into ``out`` (after ``wait``)."""
-    wait.wait(10)
-    try:
-        report.write(out, overwrite=True)
-        done.put("ok")
-    except Exception as exc:  # noqa: BLE001 - reported to the test
-        done.put(repr(exc))
 
 
 def test_two_writers_of_a_runs_report_leave_it_whole(
@@ -967,34 +971,15 @@ def test_two_writers_of_a_runs_report_leave_it_whole(
     ("changed between its write and its seal") or FileNotFoundError, and once the refused one's
     undo removed the pages the "ok" one had sealed (its CLI had said "report written"). Now the
     second waits for the first: both ok, the run verifies, its report whole."""
-    import multiprocessing
-    import time
-
     import ldp_audit.rundir.seal as seal
     from ldp_audit.report import Report, build_report
 
-    ctx = multiprocessing.get_context("fork")
-    inside, done = ctx.Event(), ctx.Queue()
-    real = seal.seal_analyses
-
-    def slow_seal(r: Any, names: Any) -> Any:
-        inside.set()  # the second writer writes now, while this one seals
-        time.sleep(0.3)
-        return real(r, names)
-
-    monkeypatch.setattr(seal, "seal_analyses", slow_seal)
-    go = ctx.Event()
-    go.set()
     out = run / "report"
     model = build_report(run, figures=False).model  # two reports that differ (fast)
     one, two = Report(model, {}), Report({**model, "second": True}, {})
-    first = ctx.Process(target=_write_report, args=(one, out, go, done))
-    second = ctx.Process(target=_write_report, args=(two, out, inside, done))
-    for p in (first, second):
-        p.start()
-    for p in (first, second):
-        p.join(20)
-    assert sorted(done.get(timeout=1) for _ in range(2)) == ["ok", "ok"]
+    got = _race(monkeypatch, seal, partial(one.write, out, overwrite=True),
+                partial(two.write, out, overwrite=True))  # fmt: skip
+    assert got == ["ok", "ok"]
     res = verify_run(run)
     assert res.ok and not res.notes, (res.problems, res.notes)
     assert {f.name for f in out.iterdir()} == {"figures", "index.html", "report.json", "report.md"}

@@ -277,22 +277,11 @@ def test_run_directory_and_report(tmp_path):
         train_fedrl(cfg, out, seed=1)
 
 
-def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeypatch):
+def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeypatch, npz_writes):
     """Ctrl-C after the FedRL runs released: the run is marked interrupted and its transcript
     holds every Q output the ledger was charged for (the ledger and transcript agree)."""
     from ldp_audit.accountant import Ledger
-    from ldp_audit.interrupts import closing_open
-    from ldp_audit.rundir import RunWriter
     from ldp_audit.training.fedrl import runs as F  # run_fedrl looks _train_runs up there
-
-    written = []  # (file, whether a signal's forced exit would wait for it: closing() open)
-    real_npz = RunWriter.write_npz
-
-    def spy(self, name, *a, **k):
-        written.append((name, closing_open()))
-        return real_npz(self, name, *a, **k)
-
-    monkeypatch.setattr(RunWriter, "write_npz", spy)
 
     real = F.train_runs
 
@@ -316,8 +305,8 @@ def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeyp
     finally:
         led.close()
     assert rows > 0 and charged > 0
-    assert ("transcript.npz", True) in written and all(
-        c for _, c in written
+    assert ("transcript.npz", True) in npz_writes and all(
+        c for _, c in npz_writes
     )  # session 58: the close inside closing()
 
 

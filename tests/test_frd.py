@@ -369,18 +369,8 @@ def test_attack_refuses_runs_without_uploads_or_of_other_algorithms(tmp_path):
         attack_run_dir(other)
 
 
-def test_interrupted_run_keeps_what_was_released(tmp_path, monkeypatch):
-    from ldp_audit.interrupts import closing_open
-    from ldp_audit.rundir import RunWriter, read_config, read_npz
-
-    written = []  # (file, whether a signal's forced exit would wait for it: closing() open)
-    real_npz = RunWriter.write_npz
-
-    def spy(self, name, *a, **k):
-        written.append((name, closing_open()))
-        return real_npz(self, name, *a, **k)
-
-    monkeypatch.setattr(RunWriter, "write_npz", spy)
+def test_interrupted_run_keeps_what_was_released(tmp_path, npz_writes):
+    from ldp_audit.rundir import read_config, read_npz
 
     class Stop(KeyboardInterrupt):
         pass
@@ -405,7 +395,7 @@ def test_interrupted_run_keeps_what_was_released(tmp_path, monkeypatch):
     assert read_config(tmp_path / "run")["status"] == "interrupted"
     tr = read_npz(tmp_path / "run", "transcript.npz", ("report",))
     assert tr["report"].shape[0] == sum(calls)  # both sealed releases recorded, nothing more
-    assert written and all(c for _, c in written)  # session 58: the close inside closing()
+    assert npz_writes and all(c for _, c in npz_writes)  # session 58: the close inside closing()
 
 
 def _fedavg_wide_run(tmp_path, groups):

@@ -447,6 +447,21 @@ def test_a_signal_right_after_the_manifest_leaves_a_run_that_verifies(
     RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="overwrite").finish()
 
 
+def _interrupt_after_unlinks(monkeypatch, cut: int) -> list[str]:
+    """``os.unlink`` raises a signal's ``KeyboardInterrupt`` right after its ``cut``-th
+    deletion; returns the names deleted so far (``monkeypatch.undo()`` restores it)."""
+    real, done = os.unlink, []
+
+    def unlink(path, *a, **k):
+        real(path, *a, **k)
+        done.append(os.path.basename(path))
+        if len(done) == cut:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    return done
+
+
 def test_an_overwrite_interrupted_while_it_deletes_can_be_overwritten_again(
     tmp_path, monkeypatch
 ) -> None:
@@ -465,22 +480,13 @@ def test_an_overwrite_interrupted_while_it_deletes_can_be_overwritten_again(
         w.write_json("metrics.json", {})
         w.finish()
 
-    real = os.unlink
     for cut in range(1, 6):  # config, ledger, transcript, metrics, manifest
         run = tmp_path / f"run{cut}"
         run_at(run)
-        done = []
-
-        def unlink(path, *a, _cut=cut, _done=done, **k):
-            real(path, *a, **k)
-            _done.append(os.path.basename(path))
-            if len(_done) == _cut:
-                raise KeyboardInterrupt
-
-        monkeypatch.setattr(os, "unlink", unlink)
+        done = _interrupt_after_unlinks(monkeypatch, cut)
         with pytest.raises(KeyboardInterrupt):
             RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="overwrite")
-        monkeypatch.setattr(os, "unlink", real)
+        monkeypatch.undo()
         assert not (run / "manifest.json").exists(), (cut, done)  # reads as unfinished
         check_new_dir(run, overwrite=True)  # still an earlier run, not a foreign folder
         run_at(run, mode="overwrite")
@@ -502,22 +508,13 @@ def test_a_resume_interrupted_while_it_deletes_can_be_resumed_again(tmp_path, mo
         w.write_json("metrics.json", {})
         w.finish(status=status)
 
-    real = os.unlink
     for cut in range(1, 4):  # manifest, transcript, metrics
         run = tmp_path / f"run{cut}"
         attempt(run, "new", "interrupted")
-        done = []
-
-        def unlink(path, *a, _cut=cut, _done=done, **k):
-            real(path, *a, **k)
-            _done.append(os.path.basename(path))
-            if len(_done) == _cut:
-                raise KeyboardInterrupt
-
-        monkeypatch.setattr(os, "unlink", unlink)
+        done = _interrupt_after_unlinks(monkeypatch, cut)
         with pytest.raises(KeyboardInterrupt):
             RunWriter(run, algorithm="test", config={"a": 1}, seed=0, mode="resume")
-        monkeypatch.setattr(os, "unlink", real)
+        monkeypatch.undo()
         assert not (run / "manifest.json").exists(), (cut, done)  # reads as unfinished
         attempt(run, "resume", "complete")
         res = verify_run(run)
