@@ -378,12 +378,10 @@ def from_scalar(
     )
 
 
-# one value per call: diffprivlib's randomise, pure-ldp's privatise, PyDP's add_noise
-ONE_VALUE_METHODS = ("randomise", "privatise", "randomize", "add_noise")
-
-
 def _one_value_method(obj: Any, verb: str) -> str:
     """ " (pass its randomise method)" for a library object with a one-value method, else ""."""
+    from ldp_audit.audit.mechanism import ONE_VALUE_METHODS  # (the package imports this module)
+
     one = [m for m in ONE_VALUE_METHODS if callable(getattr(obj, m, None))]
     return f" ({verb} its {one[0]} method)" if one else ""
 

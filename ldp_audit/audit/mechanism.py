@@ -14,16 +14,18 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._scalar import ONE_VALUE_METHODS
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.stats import check_delta_range, check_nonnegative
 from ldp_audit.validation import check_int
 
-__all__ = ["MAX_DIM", "default_pairs"]
+__all__ = ["MAX_DIM", "ONE_VALUE_METHODS", "default_pairs"]
 
 #: the largest input dimension audited: candidate pairs and (samples, dim) outputs are held in
 #: memory, and 1e9 dimensions ran until killed
 MAX_DIM = 1_000_000
+#: methods that take one value per call (diffprivlib's randomise, pure-ldp's privatise, PyDP's
+#: add_noise): a library object that has one is told the way in (``from_scalar``, ``--scalar``)
+ONE_VALUE_METHODS = ("randomise", "privatise", "randomize", "add_noise")
 
 
 def as_pair(pair: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
