@@ -229,6 +229,8 @@ def _in_process_grid(tmp_path, monkeypatch, nodes):
     (",9.7", "'scoring-gravities' must be a comma list of numbers, got ',9.7'"),
     ("9.7,nan", "'scoring-gravities' item must be finite"),
     ("9.7,-1", "'scoring-gravities' item must be finite, > 0, got -1.0"),
+    (["9.7", 9.8], "'scoring-gravities' item must be a real number, got '9.7'"),
+    ([9.7, True], "'scoring-gravities' item must be a real number, got True"),
     ("9.7", r"one gravity per agent \(2\), got '9.7'"),
 ])  # fmt: skip
 def test_server_refuses_bad_scoring_gravities_before_the_run(tmp_path, monkeypatch, gt, match):

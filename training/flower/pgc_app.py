@@ -106,12 +106,13 @@ def _gravities(value: Any, name: str) -> list[float]:
     """A comma list of gravities (``"9.7,9.9"``, or a list of numbers) as floats: an item that
     is empty or not a number is refused, naming ``name`` and the value (``float()`` of each
     item raised a bare ValueError in the ServerApp, and the command dropped an empty item)."""
-    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(value, (list, tuple)):  # numbers, checked (a '9.7' or True item refused)
+        return [check_real(x, f"{name} item") for x in value]
     try:
-        if not isinstance(items, (list, tuple)) or any(isinstance(x, bool) for x in items):
+        if not isinstance(value, str):
             raise ValueError
-        return [float(x) for x in items]
-    except (TypeError, ValueError):
+        return [float(x) for x in value.split(",")]  # text: each item parsed, none dropped
+    except ValueError:
         raise InvalidParameterError(
             f"{name} must be a comma list of numbers, got {value!r}"
         ) from None
